@@ -1,0 +1,61 @@
+# streamlab: `make demo` provisions the embedded single-machine lab and prints its health;
+# `make test` sets everything up and runs the whole test suite (what CI runs).
+PYTHON   ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+PY       := $(BIN)/python
+# The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
+ANSIBLE_BUNDLE := 12.3.0
+INVENTORY ?= inventory/local
+LAB_HOSTS ?= 3
+
+.PHONY: setup demo lab lab-down lint test unit lab-test lock bench clean
+
+setup: $(VENV)/.installed .collections/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+.collections/.installed: requirements.yml $(VENV)/.installed
+	$(BIN)/ansible-galaxy collection install -r requirements.yml -p .collections --timeout 20 \
+	  || $(BIN)/pip install --quiet --no-deps ansible==$(ANSIBLE_BUNDLE)
+	mkdir -p .collections && touch $@
+
+demo: setup
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
+
+lab: setup
+	$(PY) tests/lab/testhosts.py up --hosts $(LAB_HOSTS)
+
+lab-down:
+	$(PYTHON) tests/lab/testhosts.py down
+
+lint: setup
+	$(BIN)/yamllint --strict .
+	$(BIN)/ansible-lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventory/local $$p || exit 1; done
+
+unit: setup
+	$(BIN)/pytest -m 'not lab'
+
+lab-test: lab
+	$(BIN)/pytest -m lab
+
+# pytest exits 5 when it collects no test: that is a failure here, never a pass.
+test: lint lab
+	$(BIN)/pytest
+
+lock: setup
+	$(PY) roles/artifact/files/lock_artifacts.py $(COMPONENT)
+
+bench: lab
+	$(PY) bench/site_timing.py
+
+clean:
+	rm -rf $(VENV) .collections

@@ -1,0 +1,1 @@
+"""PySpark analysis of streamlab result directories."""

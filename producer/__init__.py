@@ -1,0 +1,1 @@
+"""Kafka producer and result collector for streamlab experiments."""

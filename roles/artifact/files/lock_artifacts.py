@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Pin artifacts: resolve files for a component version and write their checksums.
+
+Writes roles/<role>/vars/main/artifacts.yml (or updates it, keeping other versions):
+  _<role>_artifacts: {<artifact>: {<version>: {<source>: {home, bundle, files: [...]}}}}
+
+Maven sets are resolved with `mvn dependency:copy-dependencies` (runtime scope) and hashed
+locally; PyPI files take the sha256 the index publishes; Apache tarballs take the .sha512 the
+mirror publishes, or a digest given with --apache-digest where the mirror is out of reach.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+MAVEN = "https://repo.maven.apache.org/maven2"
+PYPI_SIMPLE = "https://pypi.org/simple"
+APACHE = "https://archive.apache.org/dist"
+
+# artifact -> role that pins it, default version, and how each source is laid out.
+COMPONENTS: dict[str, dict] = {
+    "supervisor": {
+        "role": "common",
+        "pypi": {"package": "supervisor", "file": "supervisor-{v}-py2.py3-none-any.whl"},
+    },
+    "zookeeper": {
+        "role": "zookeeper",
+        "maven": {
+            # logback-classic is optional and metrics-core/snappy-java are "provided" in the
+            # zookeeper POM, but the server needs them at run time (versions from its parent POM).
+            "roots": [
+                "org.apache.zookeeper:zookeeper:{v}",
+                "ch.qos.logback:logback-classic:1.3.15",
+                "io.dropwizard.metrics:metrics-core:4.1.12.1",
+                "org.xerial.snappy:snappy-java:1.1.10.5",
+            ],
+            # TLS between quorum members is not used by the lab; these are 9 MB per platform.
+            "exclude": ["io.netty:netty-tcnative-boringssl-static"],
+            "dest": "lib",
+        },
+        "apache": {
+            "path": "zookeeper/zookeeper-{v}/apache-zookeeper-{v}-bin.tar.gz",
+            "home": "apache-zookeeper-{v}-bin",
+        },
+    },
+    "kafka": {
+        "role": "kafka",
+        "maven": {
+            # kafka_2.13 carries kafka.Kafka and kafka.tools.StorageTool. Kafka 4.1 logs through
+            # SLF4J 1.7, so the binding is log4j-slf4j-impl, as in the release tarball.
+            "roots": [
+                "org.apache.kafka:kafka_2.13:{v}",
+                "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
+            ],
+            "dest": "libs",
+        },
+        "apache": {"path": "kafka/{v}/kafka_2.13-{v}.tgz", "home": "kafka_2.13-{v}"},
+    },
+}
+
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>streamlab.lock</groupId><artifactId>lock</artifactId><version>0</version>
+  <packaging>pom</packaging>
+  <dependencies>{deps}</dependencies>
+</project>
+"""
+
+
+class IndentedDumper(yaml.SafeDumper):
+    """Indent block sequences under their key, as yamllint expects."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def lock_maven(spec: dict, version: str, name: str) -> dict:
+    exclusions = "".join(
+        f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+        for g, a in (item.split(":") for item in spec.get("exclude", []))
+    )
+    deps = ""
+    for root in spec["roots"]:
+        group, artifact, ver = root.format(v=version).split(":")
+        deps += (
+            f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{ver}</version><exclusions>{exclusions}</exclusions></dependency>"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "pom.xml").write_text(POM.format(deps=deps))
+        subprocess.run(
+            [
+                "mvn",
+                "-q",
+                "-B",
+                "-Dstyle.color=never",
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                "-Dmdep.useRepositoryLayout=true",
+                f"-DoutputDirectory={work / 'out'}",
+            ],
+            cwd=work,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        files = [
+            {
+                "path": str(jar.relative_to(work / "out")),
+                "sha256": sha256(jar),
+                "dest": spec["dest"],
+            }
+            for jar in sorted((work / "out").rglob("*.jar"))
+        ]
+    return {"home": f"{name}-{version}", "bundle": True, "files": files}
+
+
+def lock_pypi(spec: dict, version: str) -> dict:
+    filename = spec["file"].format(v=version)
+    with urllib.request.urlopen(f"{PYPI_SIMPLE}/{spec['package']}/", timeout=60) as response:
+        index = response.read().decode()
+    match = re.search(
+        rf'href="[^"]*/packages/([^"#]+/{re.escape(filename)})#sha256=([0-9a-f]+)"', index
+    )
+    if not match:
+        sys.exit(f"{filename} is not in the PyPI index of {spec['package']}")
+    return {
+        "home": spec.get("home", "").format(v=version),
+        "files": [{"path": match.group(1), "sha256": match.group(2)}],
+    }
+
+
+def lock_apache(spec: dict, version: str, digest: str | None) -> dict:
+    path = spec["path"].format(v=version)
+    if digest is None:
+        with urllib.request.urlopen(f"{APACHE}/{path}.sha512", timeout=60) as response:
+            digest = "sha512:" + response.read().decode().split()[0].lower()
+    algorithm, _, value = digest.partition(":")
+    if algorithm not in ("sha256", "sha512") or not re.fullmatch(r"[0-9a-f]{64,128}", value):
+        sys.exit(f"--apache-digest must look like sha256:<hex> or sha512:<hex>, not {digest!r}")
+    return {"home": spec["home"].format(v=version), "files": [{"path": path, algorithm: value}]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("component", choices=sorted(COMPONENTS))
+    parser.add_argument("version")
+    parser.add_argument("--source", action="append", help="only these sources (repeatable)")
+    parser.add_argument(
+        "--apache-digest",
+        help="sha256:<hex>|sha512:<hex> when the mirror is "
+        "out of reach; say where it came from in --note",
+    )
+    parser.add_argument("--note", help="provenance comment stored with the pin")
+    args = parser.parse_args()
+
+    component = COMPONENTS[args.component]
+    role = component["role"]
+    target = ROOT / "roles" / role / "vars" / "main" / "artifacts.yml"
+    data = yaml.safe_load(target.read_text()) if target.exists() else None
+    key = f"_{role}_artifacts"
+    pins = (data or {}).get(key, {})
+    version_pins = pins.setdefault(args.component, {}).setdefault(args.version, {})
+    for source in args.source or [s for s in ("maven", "pypi", "apache") if s in component]:
+        spec = component[source]
+        if source == "maven":
+            version_pins[source] = lock_maven(spec, args.version, args.component)
+        elif source == "pypi":
+            version_pins[source] = lock_pypi(spec, args.version)
+        else:
+            version_pins[source] = lock_apache(spec, args.version, args.apache_digest)
+        if args.note:
+            version_pins[source]["note"] = args.note
+        count = len(version_pins[source]["files"])
+        print(f"{args.component} {args.version} {source}: {count} file(s) pinned")
+    header = (
+        "---\n# Generated by roles/artifact/files/lock_artifacts.py (make lock); do not edit.\n"
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(
+        header + yaml.dump({key: pins}, Dumper=IndentedDumper, sort_keys=True, width=160)
+    )
+
+
+if __name__ == "__main__":
+    main()
