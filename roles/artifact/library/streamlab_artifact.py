@@ -34,6 +34,7 @@ archive: {description: Path of the file hosts receive (the download or the bundl
 downloaded: {description: Paths relative to the mirror that were downloaded this run., type: list}
 """
 
+import gzip
 import hashlib
 import os
 import tarfile
@@ -92,7 +93,11 @@ def build_bundle(name: str, version: str, entries: list[tuple[str, dict]], targe
     """Write a tar.gz with fixed owners and times so equal inputs give equal bytes."""
     top = f"{name}-{version}"
     part = target + ".part"
-    with open(part, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=1) as tar:
+    with (
+        open(part, "wb") as raw,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=1, mtime=0) as packed,
+        tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         directories = sorted({os.path.dirname(f"{top}/{e.get('dest', '')}/x") for _, e in entries})
         for directory in [top, *[d for d in directories if d != top]]:
             info = tarfile.TarInfo(directory)

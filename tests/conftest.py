@@ -1,0 +1,85 @@
+"""Shared helpers: run playbooks through ansible-runner against the repository's inventories."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import ansible_runner
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+# ansible-runner looks ansible-playbook up on PATH: use the one beside this interpreter.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    changed: dict[str, int]
+    failed_hosts: set[str]
+    output: str
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path | str,
+    extravars: dict | None = None,
+    envvars: dict | None = None,
+    limit: str | None = None,
+    tmp_path: Path | None = None,
+) -> PlaybookRun:
+    """Run playbooks/<playbook> with ansible-runner and return its exit code and stats."""
+    private = Path(tmp_path or "/tmp") / f"runner-{os.getpid()}-{playbook.replace('/', '_')}"
+    shutil.rmtree(private, ignore_errors=True)
+    private.mkdir(parents=True)
+    result = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / playbook),
+        inventory=str(inventory),
+        extravars=extravars or {},
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            **(envvars or {}),
+        },
+        limit=limit,
+        quiet=True,
+    )
+    output = result.stdout.read()
+    stats = result.stats or {}
+    failed = set(stats.get("failures", {})) | set(stats.get("dark", {}))
+    changed = {host: 0 for host in stats.get("processed", {})}
+    changed.update(stats.get("changed", {}))
+    shutil.rmtree(private, ignore_errors=True)
+    return PlaybookRun(result.rc, changed, failed, output)
+
+
+def lab_hosts() -> dict[str, str]:
+    """Host name -> address of the test hosts built by `make lab`."""
+    data = yaml.safe_load(LAB_INVENTORY.read_text())
+    return {name: spec["ansible_host"] for name, spec in data["all"]["hosts"].items()}
+
+
+@pytest.fixture(scope="session")
+def lab() -> dict[str, str]:
+    """The running test hosts; fails (never skips) when they are missing."""
+    if not LAB_INVENTORY.exists():
+        pytest.fail("no test hosts: run `make lab` (as root) first")
+    status = subprocess.run(
+        ["python3", str(REPO / "tests" / "lab" / "testhosts.py"), "status"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if status.returncode != 0:
+        pytest.fail(f"test hosts are not all up:\n{status.stdout}{status.stderr}")
+    return lab_hosts()

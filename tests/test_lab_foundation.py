@@ -1,0 +1,167 @@
+"""ZooKeeper and Kafka provisioned over real SSH on the network-namespace test hosts."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from conftest import LAB_INVENTORY, run_playbook
+
+pytestmark = pytest.mark.lab
+
+
+def zookeeper_says(address: str, word: str) -> str:
+    with socket.create_connection((address, 2181), timeout=5) as connection:
+        connection.sendall(word.encode())
+        return b"".join(iter(lambda: connection.recv(65536), b"")).decode()
+
+
+def live_brokers(addresses: list[str]) -> list[int]:
+    admin = KafkaAdminClient(
+        bootstrap_servers=[f"{a}:9092" for a in addresses], request_timeout_ms=5000
+    )
+    try:
+        return sorted(
+            b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced")
+        )
+    finally:
+        admin.close()
+
+
+def wait_for_brokers(addresses: list[str], count: int, timeout_s: float = 90) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    brokers: list[int] = []
+    while time.monotonic() < deadline:
+        try:
+            brokers = live_brokers(addresses)
+        except Exception:  # noqa: BLE001 - a broker may be between states; ask again
+            brokers = []
+        if len(brokers) == count:
+            return brokers
+        time.sleep(1)
+    pytest.fail(f"expected {count} live brokers within {timeout_s}s, last saw {brokers}")
+
+
+@pytest.fixture(scope="module")
+def converged(lab, tmp_path_factory):
+    first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
+    assert first.rc == 0, first.output[-6000:]
+    return lab
+
+
+def test_second_run_changes_nothing(converged, tmp_path):
+    second = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path)
+    assert second.rc == 0, second.output[-6000:]
+    assert set(second.changed) == set(converged), second.changed
+    assert all(count == 0 for count in second.changed.values()), second.changed
+
+
+def test_zookeeper_ensemble_has_one_leader_and_synced_followers(converged):
+    states = {}
+    for name, address in converged.items():
+        assert zookeeper_says(address, "ruok") == "imok", name
+        metrics = dict(line.split("\t", 1) for line in zookeeper_says(address, "mntr").splitlines())
+        states[name] = metrics["zk_server_state"]
+        if metrics["zk_server_state"] == "leader":
+            assert metrics["zk_synced_followers"] == str(len(converged) - 1)
+    assert sorted(states.values()) == ["follower", "follower", "leader"], states
+
+
+def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
+    addresses = list(converged.values())
+    assert live_brokers(addresses) == [1, 2, 3]
+    bootstrap = [f"{a}:9092" for a in addresses]
+    topic = f"roundtrip-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+    futures = [producer.send(topic, str(i).encode()) for i in range(1000)]
+    producer.flush(timeout=60)
+    assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+    )
+    received = [int(record.value) for record in consumer]
+    consumer.close()
+    assert len(received) == 1000
+    assert sorted(received) == list(range(1000))
+
+
+@pytest.mark.parametrize("how", ["stopped", "killed"])
+def test_service_layer_stops_and_starts_one_broker(converged, tmp_path, how):
+    addresses = list(converged.values())
+    down = run_playbook(
+        "service.yml",
+        LAB_INVENTORY,
+        limit="node3",
+        tmp_path=tmp_path,
+        extravars={"daemon": "kafka", "daemon_state": how},
+    )
+    assert down.rc == 0, down.output[-4000:]
+    assert down.changed == {"node3": 1}
+    assert wait_for_brokers(addresses, 2) == [1, 2]
+    up = run_playbook(
+        "service.yml",
+        LAB_INVENTORY,
+        limit="node3",
+        tmp_path=tmp_path,
+        extravars={"daemon": "kafka", "daemon_state": "started"},
+    )
+    assert up.rc == 0, up.output[-4000:]
+    assert wait_for_brokers(addresses, 3) == [1, 2, 3]
+
+
+def bad_inventory(tmp_path: Path, change) -> Path:
+    """A copy of the lab inventory (with its group_vars) altered by change(data)."""
+    target = tmp_path / "inventory"
+    shutil.copytree(LAB_INVENTORY.parent / "group_vars", target / "group_vars")
+    data = yaml.safe_load(LAB_INVENTORY.read_text())
+    change(data["all"]["children"])
+    (target / "hosts.yml").write_text(yaml.safe_dump(data))
+    return target
+
+
+@pytest.mark.parametrize(
+    "name,change,extravars,message",
+    [
+        (
+            "even zookeeper group",
+            lambda g: g["zookeeper"]["hosts"].pop("node3"),
+            {},
+            "needs an odd number",
+        ),
+        ("missing kafka group", lambda g: g.pop("kafka"), {}, "no 'kafka' group"),
+        (
+            "unknown version",
+            lambda g: None,
+            {"zookeeper_version": "3.1.0"},
+            "zookeeper_version=3.1.0 has no known checksum",
+        ),
+        (
+            "unpinned source",
+            lambda g: None,
+            {"kafka_source": "pypi"},
+            "kafka_source=pypi is not pinned for 4.1.1; pinned sources: apache, maven",
+        ),
+    ],
+)
+def test_bad_input_stops_before_any_change(converged, tmp_path, name, change, extravars, message):
+    inventory = bad_inventory(tmp_path, change)
+    run = run_playbook("site.yml", inventory, extravars=extravars, tmp_path=tmp_path)
+    assert run.rc != 0, f"{name}: the play went through"
+    assert message in " ".join(run.output.split()), run.output[-3000:]
+    assert all(count == 0 for count in run.changed.values()), run.changed
