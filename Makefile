@@ -28,8 +28,9 @@ demo: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
 
+# LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
-	$(PY) tests/lab/testhosts.py up --hosts $(LAB_HOSTS)
+	$(PY) tests/lab/testhosts.py up --hosts $(LAB_HOSTS) $(LAB_FLAGS)
 
 lab-down:
 	$(PYTHON) tests/lab/testhosts.py down
@@ -47,15 +48,17 @@ unit: setup
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# pytest exits 5 when it collects no test: that is a failure here, never a pass.
-test: lint lab
+# Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
+test: lint
+	$(MAKE) lab LAB_FLAGS=--fresh
 	$(BIN)/pytest
 
+# make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
-	$(PY) roles/artifact/files/lock_artifacts.py $(COMPONENT)
+	$(PY) roles/artifact/files/lock_artifacts.py $(COMPONENT) $(VERSION) $(LOCK_FLAGS)
 
-bench: lab
-	$(PY) bench/site_timing.py
+bench: setup
+	$(PY) bench/site_timing.py --hosts $(LAB_HOSTS)
 
 clean:
 	rm -rf $(VENV) .collections

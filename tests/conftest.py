@@ -83,3 +83,11 @@ def lab() -> dict[str, str]:
     if status.returncode != 0:
         pytest.fail(f"test hosts are not all up:\n{status.stdout}{status.stderr}")
     return lab_hosts()
+
+
+@pytest.fixture(scope="session")
+def converged(lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The test hosts after one site.yml run (once per test session)."""
+    first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
+    assert first.rc == 0, first.output[-6000:]
+    return lab

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Time site.yml on fresh test hosts: cold-cache download, first run (warm cache), re-run.
+
+Run as root from the repository (`make bench`). It rebuilds the test hosts from scratch twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ansible_runner
+
+REPO = Path(__file__).resolve().parents[1]
+INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def fresh_hosts(count: int) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "lab" / "testhosts.py"),
+            "up",
+            "--fresh",
+            "--hosts",
+            str(count),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def site(cache_dir: str | None = None) -> tuple[float, float, dict[str, int]]:
+    """Run site.yml; return wall seconds, seconds spent in downloads, changed count per host."""
+    download_s = 0.0
+
+    def on_event(event: dict) -> None:
+        nonlocal download_s
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task", "").startswith(
+            "Download and verify"
+        ):
+            download_s += float(data.get("duration") or 0)
+
+    envvars = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    if cache_dir:
+        envvars["STREAMLAB_CACHE_DIR"] = cache_dir
+    with tempfile.TemporaryDirectory() as private:
+        start = time.monotonic()
+        result = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(REPO),
+            playbook=str(REPO / "playbooks" / "site.yml"),
+            inventory=str(INVENTORY),
+            envvars=envvars,
+            event_handler=on_event,
+            quiet=True,
+        )
+        wall = time.monotonic() - start
+        if result.rc != 0:
+            sys.exit(f"site.yml failed (rc={result.rc}):\n{result.stdout.read()[-4000:]}")
+    changed = {h: result.stats.get("changed", {}).get(h, 0) for h in result.stats["processed"]}
+    return wall, download_s, changed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=3)
+    args = parser.parse_args()
+
+    fresh_hosts(args.hosts)
+    with tempfile.TemporaryDirectory() as cold_cache:
+        cold_wall, cold_download, _ = site(cold_cache)
+    fresh_hosts(args.hosts)
+    first_wall, warm_download, _ = site()
+    again_wall, _, changed = site()
+
+    print(f"site.yml on {args.hosts} fresh test hosts ({os.cpu_count()} cores)")
+    print(f"  cold cache: artifact download {cold_download:7.1f} s (whole run {cold_wall:.1f} s)")
+    print(
+        f"  warm cache: first run         {first_wall:7.1f} s (target < 300 s; downloads "
+        f"{warm_download:.1f} s)"
+    )
+    print(
+        f"  idempotent re-run             {again_wall:7.1f} s (target < 60 s); changed per "
+        f"host: {changed}"
+    )
+
+
+if __name__ == "__main__":
+    main()
