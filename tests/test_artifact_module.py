@@ -115,4 +115,4 @@ def test_module_caches_bundles_and_names_the_fix_on_corruption(mirror, tmp_path)
     rc, failed = run_module(args)
     assert rc != 0
     assert "Checksum mismatch for x 1 from maven" in failed["msg"]
-    assert "make lock COMPONENT=x" in failed["msg"]
+    assert "make lock COMPONENT=x VERSION=1" in failed["msg"]

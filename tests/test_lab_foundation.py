@@ -50,13 +50,6 @@ def wait_for_brokers(addresses: list[str], count: int, timeout_s: float = 90) ->
     pytest.fail(f"expected {count} live brokers within {timeout_s}s, last saw {brokers}")
 
 
-@pytest.fixture(scope="module")
-def converged(lab, tmp_path_factory):
-    first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
-    assert first.rc == 0, first.output[-6000:]
-    return lab
-
-
 def test_second_run_changes_nothing(converged, tmp_path):
     second = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path)
     assert second.rc == 0, second.output[-6000:]

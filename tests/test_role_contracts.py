@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-COMPONENTS = {"zookeeper": "zookeeper", "kafka": "kafka", "common": "supervisor"}
+COMPONENTS = {"zookeeper": "zookeeper", "kafka": "kafka", "flink": "flink", "common": "supervisor"}
 
 
 def load(path):
@@ -56,7 +56,10 @@ def test_default_version_is_pinned_with_checksums(role, artifact):
                 digest = entry.get("sha512") or entry.get("sha256")
                 assert re.fullmatch(r"[0-9a-f]{64}|[0-9a-f]{128}", digest or ""), entry
             if spec.get("bundle"):
-                assert all(e["path"].endswith(".jar") and e.get("dest") for e in spec["files"])
+                for entry in spec["files"]:
+                    assert entry.get("extract") or (
+                        entry["path"].endswith(".jar") and entry.get("dest")
+                    )
 
 
 def test_required_collections_are_installed():

@@ -53,6 +53,30 @@ COMPONENTS: dict[str, dict] = {
             "home": "apache-zookeeper-{v}-bin",
         },
     },
+    "flink": {
+        "role": "flink",
+        # Apache publishes the whole distribution on PyPI: jars in apache-flink-libraries, the
+        # launch scripts and default configuration in apache-flink (shell scripts, the same in
+        # every platform wheel; the manylinux one is pinned).
+        "pypi": {
+            "wheels": [
+                {
+                    "package": "apache-flink-libraries",
+                    "file": "apache_flink_libraries-{v}-py2.py3-none-any.whl",
+                    "extract": ["pyflink/lib/", "pyflink/opt/", "pyflink/plugins/", "pyflink/bin/"],
+                    "strip": "pyflink/",
+                },
+                {
+                    "package": "apache-flink",
+                    "file": "apache_flink-{v}-cp311-cp311-manylinux_2_5_x86_64.manylinux1_x86_64"
+                    ".manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                    "extract": ["pyflink/bin/", "pyflink/conf/"],
+                    "strip": "pyflink/",
+                },
+            ]
+        },
+        "apache": {"path": "flink/flink-{v}/flink-{v}-bin-scala_2.12.tgz", "home": "flink-{v}"},
+    },
     "kafka": {
         "role": "kafka",
         "maven": {
@@ -133,19 +157,26 @@ def lock_maven(spec: dict, version: str, name: str) -> dict:
     return {"home": f"{name}-{version}", "bundle": True, "files": files}
 
 
-def lock_pypi(spec: dict, version: str) -> dict:
-    filename = spec["file"].format(v=version)
-    with urllib.request.urlopen(f"{PYPI_SIMPLE}/{spec['package']}/", timeout=60) as response:
+def pypi_file(package: str, filename: str) -> dict:
+    """Path under the PyPI files host and the sha256 the index publishes for one file."""
+    with urllib.request.urlopen(f"{PYPI_SIMPLE}/{package}/", timeout=60) as response:
         index = response.read().decode()
     match = re.search(
         rf'href="[^"]*/packages/([^"#]+/{re.escape(filename)})#sha256=([0-9a-f]+)"', index
     )
     if not match:
-        sys.exit(f"{filename} is not in the PyPI index of {spec['package']}")
-    return {
-        "home": spec.get("home", "").format(v=version),
-        "files": [{"path": match.group(1), "sha256": match.group(2)}],
-    }
+        sys.exit(f"{filename} is not in the PyPI index of {package}")
+    return {"path": match.group(1), "sha256": match.group(2)}
+
+
+def lock_pypi(spec: dict, version: str, name: str) -> dict:
+    if "wheels" not in spec:
+        return {"home": "", "files": [pypi_file(spec["package"], spec["file"].format(v=version))]}
+    files = []
+    for wheel in spec["wheels"]:
+        entry = pypi_file(wheel["package"], wheel["file"].format(v=version))
+        files.append({**entry, "extract": wheel["extract"], "strip": wheel["strip"]})
+    return {"home": f"{name}-{version}", "bundle": True, "files": files}
 
 
 def lock_apache(spec: dict, version: str, digest: str | None) -> dict:
@@ -184,7 +215,7 @@ def main() -> None:
         if source == "maven":
             version_pins[source] = lock_maven(spec, args.version, args.component)
         elif source == "pypi":
-            version_pins[source] = lock_pypi(spec, args.version)
+            version_pins[source] = lock_pypi(spec, args.version, args.component)
         else:
             version_pins[source] = lock_apache(spec, args.version, args.apache_digest)
         if args.note:

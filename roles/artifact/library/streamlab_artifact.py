@@ -19,7 +19,8 @@ options:
   base_url: {description: "Mirror base URL (https, http or file).", type: str, required: true}
   files:
     description: "Files as dicts with C(path) (relative to O(base_url)), one of C(sha256) or
-      C(sha512), and for bundles C(dest) (directory inside the bundle)."
+      C(sha512), and for bundles C(dest) (directory inside the bundle) or, for a zip such as a
+      wheel, C(extract) (member prefixes to take) and C(strip) (prefix removed from their names)."
     type: list
     elements: dict
     required: true
@@ -41,6 +42,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -89,6 +91,22 @@ def download(
     os.replace(part, target)
 
 
+def add_zip_members(
+    tar: tarfile.TarFile, top: str, archive: str, prefixes: list[str], strip: str
+) -> None:
+    """Copy the files of a zip (a wheel) under the given prefixes into the bundle."""
+    with zipfile.ZipFile(archive) as source:
+        for member in sorted(source.infolist(), key=lambda m: m.filename):
+            name = member.filename
+            if member.is_dir() or not any(name.startswith(prefix) for prefix in prefixes):
+                continue
+            info = tarfile.TarInfo(os.path.normpath(f"{top}/{name[len(strip) :]}"))
+            info.size, info.mtime = member.file_size, 0
+            info.mode = (member.external_attr >> 16) & 0o777 or 0o644
+            with source.open(member) as handle:
+                tar.addfile(info, handle)
+
+
 def build_bundle(name: str, version: str, entries: list[tuple[str, dict]], target: str) -> None:
     """Write a tar.gz with fixed owners and times so equal inputs give equal bytes."""
     top = f"{name}-{version}"
@@ -104,6 +122,9 @@ def build_bundle(name: str, version: str, entries: list[tuple[str, dict]], targe
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
             tar.addfile(info)
         for local, entry in sorted(entries, key=lambda pair: pair[1]["path"]):
+            if entry.get("extract"):
+                add_zip_members(tar, top, local, entry["extract"], entry.get("strip", ""))
+                continue
             arcname = os.path.normpath(
                 f"{top}/{entry.get('dest', '')}/{os.path.basename(entry['path'])}"
             )
@@ -156,7 +177,8 @@ def main() -> None:
         module.fail_json(
             msg=f"Checksum mismatch for {p['name']} {p['version']} from {p['source']}: {error}. "
             "The file was discarded. Fix the mirror (or the file in a local mirror directory); "
-            f"if the mirror is right, regenerate the pins with `make lock COMPONENT={p['name']}`."
+            f"if the mirror is right, re-pin with `make lock COMPONENT={p['name']} "
+            f"VERSION={p['version']}`."
         )
     except (urllib.error.URLError, OSError, ValueError) as error:
         module.fail_json(
