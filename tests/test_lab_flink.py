@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.request
+import uuid
 
 import pytest
 
-from conftest import LAB_INVENTORY, run_playbook
+from conftest import LAB_INVENTORY, REPO, run_playbook
 
 pytestmark = pytest.mark.lab
 
 
-def overview(lab: dict[str, str]) -> dict:
-    with urllib.request.urlopen(f"http://{lab['node1']}:8081/overview", timeout=5) as response:
+def rest(lab: dict[str, str], path: str, body: bytes | None = None, headers: dict | None = None):
+    request = urllib.request.Request(
+        f"http://{lab['node1']}:8081{path}", data=body, headers=headers or {}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
+
+
+def overview(lab: dict[str, str]) -> dict:
+    return rest(lab, "/overview")
 
 
 def wait_for_taskmanagers(lab: dict[str, str], count: int, timeout_s: float = 120) -> dict:
@@ -58,3 +67,45 @@ def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_pa
     )
     assert started.rc == 0, started.output[-4000:]
     assert wait_for_taskmanagers(converged, 2)["slots-total"] == 4
+
+
+def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
+    project = REPO / "jobs" / "flink-smoke"
+    subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True)
+    jar = project / "target" / "flink-smoke-1.0.jar"
+    boundary = uuid.uuid4().hex
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="jarfile"; '
+            f'filename="{jar.name}"\r\nContent-Type: application/x-java-archive\r\n\r\n'
+        ).encode()
+        + jar.read_bytes()
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    uploaded = rest(
+        converged,
+        "/jars/upload",
+        body,
+        {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    jar_id = uploaded["filename"].rsplit("/", 1)[-1]
+    run = rest(
+        converged,
+        f"/jars/{jar_id}/run",
+        json.dumps({"parallelism": 4, "programArgs": "200000"}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    job_id = run["jobid"]
+    deadline = time.monotonic() + 180
+    while (job := rest(converged, f"/jobs/{job_id}"))["state"] not in ("FINISHED", "FAILED"):
+        assert time.monotonic() < deadline, f"job still {job['state']} after 180 s"
+        time.sleep(1)
+    assert job["state"] == "FINISHED", job
+    hosts = {
+        tm["taskmanager-id"]
+        for vertex in job["vertices"]
+        for tm in rest(converged, f"/jobs/{job_id}/vertices/{vertex['id']}/taskmanagers")[
+            "taskmanagers"
+        ]
+    }
+    assert hosts == {"node2-taskmanager", "node3-taskmanager"}, hosts

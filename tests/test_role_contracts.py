@@ -12,7 +12,13 @@ import yaml
 from conftest import REPO
 
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
-COMPONENTS = {"zookeeper": "zookeeper", "kafka": "kafka", "flink": "flink", "common": "supervisor"}
+COMPONENTS = {
+    "zookeeper": "zookeeper",
+    "kafka": "kafka",
+    "flink": "flink",
+    "spark": "spark",
+    "common": "supervisor",
+}
 
 
 def load(path):

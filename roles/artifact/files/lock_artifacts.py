@@ -77,6 +77,15 @@ COMPONENTS: dict[str, dict] = {
         },
         "apache": {"path": "flink/flink-{v}/flink-{v}-bin-scala_2.12.tgz", "home": "flink-{v}"},
     },
+    "spark": {
+        "role": "spark",
+        # The pyspark sdist carries the whole runtime: deps/jars, deps/bin, deps/sbin.
+        "pypi": {"package": "pyspark", "file": "pyspark-{v}.tar.gz", "home": "pyspark-{v}/deps"},
+        "apache": {
+            "path": "spark/spark-{v}/spark-{v}-bin-hadoop3.tgz",
+            "home": "spark-{v}-bin-hadoop3",
+        },
+    },
     "kafka": {
         "role": "kafka",
         "maven": {
@@ -171,7 +180,10 @@ def pypi_file(package: str, filename: str) -> dict:
 
 def lock_pypi(spec: dict, version: str, name: str) -> dict:
     if "wheels" not in spec:
-        return {"home": "", "files": [pypi_file(spec["package"], spec["file"].format(v=version))]}
+        return {
+            "home": spec.get("home", "").format(v=version),
+            "files": [pypi_file(spec["package"], spec["file"].format(v=version))],
+        }
     files = []
     for wheel in spec["wheels"]:
         entry = pypi_file(wheel["package"], wheel["file"].format(v=version))
