@@ -4,6 +4,8 @@ PYTHON   ?= python3
 VENV     := .venv
 BIN      := $(VENV)/bin
 PY       := $(BIN)/python
+# Tools the venv installs (ansible-lint calls ansible-* by name) come first on PATH.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local

@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +63,43 @@ def run_playbook(
     changed.update(stats.get("changed", {}))
     shutil.rmtree(private, ignore_errors=True)
     return PlaybookRun(result.rc, changed, failed, output)
+
+
+def set_daemon(daemon: str, state: str, host: str, tmp_path: Path) -> PlaybookRun:
+    """Put one daemon on one test host in a state through playbooks/service.yml."""
+    run = run_playbook(
+        "service.yml",
+        LAB_INVENTORY,
+        limit=host,
+        tmp_path=tmp_path,
+        extravars={"daemon": daemon, "daemon_state": state},
+    )
+    assert run.rc == 0, run.output[-4000:]
+    return run
+
+
+def wait_until(
+    probe: Callable[[], object],
+    done: Callable[[object], bool],
+    what: str,
+    timeout_s: float = 120,
+    retry_on: tuple[type[Exception], ...] = (OSError,),
+) -> object:
+    """Call probe() every second until done(result); fail with the last result at the timeout.
+
+    Errors in retry_on (a daemon between states refuses or drops requests) count as not done.
+    """
+    deadline = time.monotonic() + timeout_s
+    seen: object = None
+    while time.monotonic() < deadline:
+        try:
+            seen = probe()
+        except retry_on as error:
+            seen = error
+        if not isinstance(seen, Exception) and done(seen):
+            return seen
+        time.sleep(1)
+    pytest.fail(f"{what} not reached within {timeout_s}s; last saw {seen!r}")
 
 
 def lab_hosts() -> dict[str, str]:

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import LAB_INVENTORY, REPO, run_playbook
+from conftest import REPO, set_daemon, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -27,18 +27,12 @@ def overview(lab: dict[str, str]) -> dict:
     return rest(lab, "/overview")
 
 
-def wait_for_taskmanagers(lab: dict[str, str], count: int, timeout_s: float = 120) -> dict:
-    deadline = time.monotonic() + timeout_s
-    seen: dict = {}
-    while time.monotonic() < deadline:
-        try:
-            seen = overview(lab)
-        except OSError:
-            seen = {}
-        if seen.get("taskmanagers") == count:
-            return seen
-        time.sleep(1)
-    pytest.fail(f"expected {count} TaskManagers within {timeout_s}s, last saw {seen}")
+def wait_for_taskmanagers(lab: dict[str, str], count: int) -> dict:
+    return wait_until(
+        lambda: overview(lab),
+        lambda seen: seen.get("taskmanagers") == count,
+        f"{count} TaskManagers",
+    )
 
 
 def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
@@ -49,23 +43,9 @@ def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
 
 
 def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_path):
-    killed = run_playbook(
-        "service.yml",
-        LAB_INVENTORY,
-        limit="node3",
-        tmp_path=tmp_path,
-        extravars={"daemon": "flink-taskmanager", "daemon_state": "killed"},
-    )
-    assert killed.rc == 0, killed.output[-4000:]
+    set_daemon("flink-taskmanager", "killed", "node3", tmp_path)
     assert wait_for_taskmanagers(converged, 1)["slots-total"] == 2
-    started = run_playbook(
-        "service.yml",
-        LAB_INVENTORY,
-        limit="node3",
-        tmp_path=tmp_path,
-        extravars={"daemon": "flink-taskmanager", "daemon_state": "started"},
-    )
-    assert started.rc == 0, started.output[-4000:]
+    set_daemon("flink-taskmanager", "started", "node3", tmp_path)
     assert wait_for_taskmanagers(converged, 2)["slots-total"] == 4
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import time
 import uuid
 from pathlib import Path
 
@@ -12,8 +11,9 @@ import pytest
 import yaml
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
-from conftest import LAB_INVENTORY, run_playbook
+from conftest import LAB_INVENTORY, run_playbook, set_daemon, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -36,18 +36,14 @@ def live_brokers(addresses: list[str]) -> list[int]:
         admin.close()
 
 
-def wait_for_brokers(addresses: list[str], count: int, timeout_s: float = 90) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    brokers: list[int] = []
-    while time.monotonic() < deadline:
-        try:
-            brokers = live_brokers(addresses)
-        except Exception:  # noqa: BLE001 - a broker may be between states; ask again
-            brokers = []
-        if len(brokers) == count:
-            return brokers
-        time.sleep(1)
-    pytest.fail(f"expected {count} live brokers within {timeout_s}s, last saw {brokers}")
+def wait_for_brokers(addresses: list[str], count: int) -> list[int]:
+    return wait_until(
+        lambda: live_brokers(addresses),
+        lambda seen: len(seen) == count,
+        f"{count} live brokers",
+        timeout_s=90,
+        retry_on=(OSError, KafkaError),
+    )
 
 
 def test_second_run_changes_nothing(converged, tmp_path):
@@ -97,24 +93,10 @@ def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_service_layer_stops_and_starts_one_broker(converged, tmp_path, how):
     addresses = list(converged.values())
-    down = run_playbook(
-        "service.yml",
-        LAB_INVENTORY,
-        limit="node3",
-        tmp_path=tmp_path,
-        extravars={"daemon": "kafka", "daemon_state": how},
-    )
-    assert down.rc == 0, down.output[-4000:]
+    down = set_daemon("kafka", how, "node3", tmp_path)
     assert down.changed == {"node3": 1}
     assert wait_for_brokers(addresses, 2) == [1, 2]
-    up = run_playbook(
-        "service.yml",
-        LAB_INVENTORY,
-        limit="node3",
-        tmp_path=tmp_path,
-        extravars={"daemon": "kafka", "daemon_state": "started"},
-    )
-    assert up.rc == 0, up.output[-4000:]
+    set_daemon("kafka", "started", "node3", tmp_path)
     assert wait_for_brokers(addresses, 3) == [1, 2, 3]
 
 
