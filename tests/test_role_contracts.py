@@ -16,6 +16,7 @@ COMPONENTS = {
     "zookeeper": "zookeeper",
     "kafka": "kafka",
     "flink": "flink",
+    "storm": "storm",
     "spark": "spark",
     "common": "supervisor",
 }

@@ -466,11 +466,15 @@ def start_host(host: Host) -> subprocess.Popen[bytes]:
         "-o", "PermitRootLogin=prohibit-password",
         "-o", "PasswordAuthentication=no",
     ]  # fmt: skip
+    # Like a real machine, the host resolves its own name (Storm's Nimbus insists on it).
+    hosts_file = host.root / "hosts"
+    hosts_file.write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n{host.ip}\t{host.name}\n")
     lines = ["set -e", f"hostname {shlex.quote(host.name)}"]
     lines += [
         f"mount --bind {shlex.quote(str(host.root / sub))} {shlex.quote(target)}"
         for sub, target in PRIVATE_MOUNTS
     ]
+    lines.append(f"mount --bind {shlex.quote(str(hosts_file))} /etc/hosts")
     lines.append("exec " + shlex.join(sshd))
     cmd = [
         "ip", "netns", "exec", host.name,

@@ -99,6 +99,35 @@ COMPONENTS: dict[str, dict] = {
         },
         "apache": {"path": "kafka/{v}/kafka_2.13-{v}.tgz", "home": "kafka_2.13-{v}"},
     },
+    "storm": {
+        "role": "storm",
+        # The release tarball's layout: daemons run from lib/ (storm-server), workers from
+        # lib-worker/ (storm-client only, so topology jars do not clash with daemon classes).
+        # The UI (storm-webapp) is not on Maven Central: it comes with the apache source only.
+        "maven": {
+            "sets": [
+                {
+                    "roots": [
+                        "org.apache.storm:storm-server:{v}",
+                        "org.apache.logging.log4j:log4j-slf4j2-impl:2.25.2",
+                    ],
+                    "dest": "lib",
+                },
+                {
+                    "roots": [
+                        "org.apache.storm:storm-client:{v}",
+                        "org.apache.logging.log4j:log4j-core:2.25.2",
+                        "org.apache.logging.log4j:log4j-slf4j2-impl:2.25.2",
+                    ],
+                    "dest": "lib-worker",
+                },
+            ]
+        },
+        "apache": {
+            "path": "storm/apache-storm-{v}/apache-storm-{v}.tar.gz",
+            "home": "apache-storm-{v}",
+        },
+    },
 }
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -125,7 +154,8 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def lock_maven(spec: dict, version: str, name: str) -> dict:
+def maven_set(spec: dict, version: str) -> list[dict]:
+    """Resolve one set of Maven roots (runtime scope) into pinned files under spec['dest']."""
     exclusions = "".join(
         f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
         for g, a in (item.split(":") for item in spec.get("exclude", []))
@@ -155,7 +185,7 @@ def lock_maven(spec: dict, version: str, name: str) -> dict:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        files = [
+        return [
             {
                 "path": str(jar.relative_to(work / "out")),
                 "sha256": sha256(jar),
@@ -163,6 +193,10 @@ def lock_maven(spec: dict, version: str, name: str) -> dict:
             }
             for jar in sorted((work / "out").rglob("*.jar"))
         ]
+
+
+def lock_maven(spec: dict, version: str, name: str) -> dict:
+    files = [entry for one in spec.get("sets", [spec]) for entry in maven_set(one, version)]
     return {"home": f"{name}-{version}", "bundle": True, "files": files}
 
 

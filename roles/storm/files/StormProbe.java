@@ -1,0 +1,170 @@
+/*
+ * Asks Nimbus over Thrift what the Storm UI's REST API would report, for health checks and
+ * experiment statistics, and kills topologies. Prints one JSON document on stdout.
+ *
+ *   java -cp <dir of this class>:<storm>/lib-worker/*:<storm conf dir> StormProbe cluster
+ *   ... StormProbe topology <name>      executors (host, port) and spout/bolt statistics
+ *   ... StormProbe kill <name> <wait_s> kill, waiting wait_s seconds for in-flight tuples
+ *
+ * Exit codes: 0 answered, 2 unknown topology, 3 Nimbus unreachable, 64 bad usage.
+ */
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.storm.generated.BoltStats;
+import org.apache.storm.generated.ClusterSummary;
+import org.apache.storm.generated.ExecutorSpecificStats;
+import org.apache.storm.generated.ExecutorSummary;
+import org.apache.storm.generated.KillOptions;
+import org.apache.storm.generated.NimbusSummary;
+import org.apache.storm.generated.NotAliveException;
+import org.apache.storm.generated.SpoutStats;
+import org.apache.storm.generated.SupervisorSummary;
+import org.apache.storm.generated.TopologyInfo;
+import org.apache.storm.generated.TopologySummary;
+import org.apache.storm.shade.net.minidev.json.JSONValue;
+import org.apache.storm.utils.NimbusClient;
+import org.apache.storm.utils.Utils;
+
+public final class StormProbe {
+    private static final String ALL_TIME = ":all-time";
+
+    public static void main(String[] args) {
+        if (args.length == 0 || !List.of("cluster", "topology", "kill").contains(args[0])
+                || (!args[0].equals("cluster") && args.length < 2)) {
+            System.err.println("usage: StormProbe cluster | topology <name> | kill <name> <wait_s>");
+            System.exit(64);
+        }
+        Map<String, Object> conf = Utils.readStormConfig();
+        try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
+            Object answer;
+            switch (args[0]) {
+                case "cluster":
+                    answer = cluster(nimbus.getClient().getClusterInfo());
+                    break;
+                case "topology":
+                    answer = topology(nimbus.getClient().getTopologyInfoByName(args[1]));
+                    break;
+                default:
+                    KillOptions options = new KillOptions();
+                    options.set_wait_secs(args.length > 2 ? Integer.parseInt(args[2]) : 0);
+                    nimbus.getClient().killTopologyWithOpts(args[1], options);
+                    answer = Map.of("killed", args[1], "wait_s", options.get_wait_secs());
+            }
+            System.out.println(JSONValue.toJSONString(answer));
+        } catch (NotAliveException e) {
+            System.out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + args[1])));
+            System.exit(2);
+        } catch (Exception e) {
+            System.out.println(JSONValue.toJSONString(Map.of("error", "Nimbus unreachable: " + e)));
+            System.exit(3);
+        }
+    }
+
+    private static Map<String, Object> cluster(ClusterSummary summary) {
+        List<Object> nimbuses = new ArrayList<>();
+        for (NimbusSummary n : summary.get_nimbuses()) {
+            Map<String, Object> item = new LinkedHashMap<>();
+            item.put("host", n.get_host());
+            item.put("port", n.get_port());
+            item.put("leader", n.is_isLeader());
+            item.put("version", n.get_version());
+            item.put("uptime_s", n.get_uptime_secs());
+            nimbuses.add(item);
+        }
+        List<Object> supervisors = new ArrayList<>();
+        int slotsTotal = 0;
+        int slotsUsed = 0;
+        for (SupervisorSummary s : summary.get_supervisors()) {
+            Map<String, Object> item = new LinkedHashMap<>();
+            item.put("id", s.get_supervisor_id());
+            item.put("host", s.get_host());
+            item.put("slots_total", s.get_num_workers());
+            item.put("slots_used", s.get_num_used_workers());
+            item.put("uptime_s", s.get_uptime_secs());
+            slotsTotal += s.get_num_workers();
+            slotsUsed += s.get_num_used_workers();
+            supervisors.add(item);
+        }
+        List<Object> topologies = new ArrayList<>();
+        for (TopologySummary t : summary.get_topologies()) {
+            Map<String, Object> item = new LinkedHashMap<>();
+            item.put("id", t.get_id());
+            item.put("name", t.get_name());
+            item.put("status", t.get_status());
+            item.put("workers", t.get_num_workers());
+            item.put("executors", t.get_num_executors());
+            topologies.add(item);
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("nimbuses", nimbuses);
+        out.put("supervisors", supervisors);
+        out.put("slots_total", slotsTotal);
+        out.put("slots_used", slotsUsed);
+        out.put("slots_free", slotsTotal - slotsUsed);
+        out.put("topologies", topologies);
+        return out;
+    }
+
+    private static Map<String, Object> topology(TopologyInfo info) {
+        long acked = 0;
+        long failed = 0;
+        double latencyWeighted = 0;
+        List<Object> executors = new ArrayList<>();
+        for (ExecutorSummary e : info.get_executors()) {
+            Map<String, Object> item = new LinkedHashMap<>();
+            item.put("component", e.get_component_id());
+            item.put("host", e.get_host());
+            item.put("port", e.get_port());
+            item.put("uptime_s", e.get_uptime_secs());
+            ExecutorSpecificStats specific = e.is_set_stats() ? e.get_stats().get_specific() : null;
+            if (specific != null && specific.is_set_spout()) {
+                SpoutStats spout = specific.get_spout();
+                long a = sum(spout.get_acked().get(ALL_TIME));
+                double latency = mean(spout.get_complete_ms_avg().get(ALL_TIME));
+                item.put("acked", a);
+                item.put("failed", sum(spout.get_failed().get(ALL_TIME)));
+                item.put("complete_latency_ms", latency);
+                acked += a;
+                failed += sum(spout.get_failed().get(ALL_TIME));
+                latencyWeighted += latency * a;
+            } else if (specific != null && specific.is_set_bolt()) {
+                BoltStats bolt = specific.get_bolt();
+                item.put("acked", sum(bolt.get_acked().get(ALL_TIME)));
+                item.put("failed", sum(bolt.get_failed().get(ALL_TIME)));
+                item.put("executed", sum(bolt.get_executed().get(ALL_TIME)));
+            }
+            executors.add(item);
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("id", info.get_id());
+        out.put("name", info.get_name());
+        out.put("status", info.get_status());
+        out.put("uptime_s", info.get_uptime_secs());
+        out.put("spout_acked", acked);
+        out.put("spout_failed", failed);
+        out.put("complete_latency_ms", acked == 0 ? null : latencyWeighted / acked);
+        out.put("executors", executors);
+        Map<String, Object> errors = new LinkedHashMap<>();
+        info.get_errors().forEach((component, list) -> {
+            List<Object> messages = new ArrayList<>();
+            list.forEach(error -> messages.add(Map.of(
+                    "time_s", error.get_error_time_secs(), "host", String.valueOf(error.get_host()),
+                    "error", error.get_error())));
+            errors.put(component, messages);
+        });
+        out.put("errors", errors);
+        return out;
+    }
+
+    private static <K> long sum(Map<K, Long> counts) {
+        return counts == null ? 0 : counts.values().stream().mapToLong(Long::longValue).sum();
+    }
+
+    private static <K> double mean(Map<K, Double> averages) {
+        return averages == null || averages.isEmpty() ? 0
+                : averages.values().stream().mapToDouble(Double::doubleValue).average().orElse(0);
+    }
+}
