@@ -1,0 +1,64 @@
+"""Clocks in epoch nanoseconds: the system clock for runs, a simulated one for tests."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+# The last stretch before a deadline is spun rather than slept: sleep() overshoots.
+SPIN_NS = NS_PER_MS
+
+
+class Clock(Protocol):
+    """What the producer and collector need from time."""
+
+    def now_ns(self) -> int:
+        """Current time in epoch nanoseconds."""
+        ...
+
+    def sleep_until(self, deadline_ns: int) -> None:
+        """Return at or after deadline_ns (at once if it has passed)."""
+        ...
+
+
+class SystemClock:
+    """Epoch time that never jumps: anchored to the wall clock once, then advanced monotonically.
+
+    A wall-clock step (NTP) during a run would otherwise distort pacing and latencies.
+    """
+
+    def __init__(self) -> None:
+        self._epoch_ns = time.time_ns()
+        self._mono_ns = time.monotonic_ns()
+
+    def now_ns(self) -> int:
+        return self._epoch_ns + time.monotonic_ns() - self._mono_ns
+
+    def sleep_until(self, deadline_ns: int) -> None:
+        remaining = deadline_ns - self.now_ns()
+        if remaining > SPIN_NS:
+            time.sleep((remaining - SPIN_NS) / NS_PER_S)
+        while self.now_ns() < deadline_ns:
+            # sleep(0) releases the GIL, so Kafka's I/O thread keeps running during the spin.
+            time.sleep(0)
+
+
+class SimulatedClock:
+    """A clock that moves only when slept on or advanced: deterministic tests and dry runs."""
+
+    def __init__(self, start_ns: int = 1_734_258_123_000_000_000) -> None:
+        self._now_ns = start_ns
+
+    def now_ns(self) -> int:
+        return self._now_ns
+
+    def sleep_until(self, deadline_ns: int) -> None:
+        self._now_ns = max(self._now_ns, deadline_ns)
+
+    def advance(self, ns: int) -> None:
+        """Let ns nanoseconds pass (work that takes time)."""
+        if ns < 0:
+            raise ValueError(f"a clock cannot go back ({ns} ns)")
+        self._now_ns += ns

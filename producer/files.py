@@ -1,0 +1,56 @@
+"""Result files: written under `<name>.part` and renamed when complete, never overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def part_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part")
+
+
+def summary_path(output: Path) -> Path:
+    """produced.jsonl -> produced.summary.json (beside it)."""
+    return output.with_name(output.name.removesuffix(".jsonl") + ".summary.json")
+
+
+def new_output_problem(output: Path) -> str | None:
+    """Why output (and its summary) cannot be written as a new result, or None if it can."""
+    if not output.parent.is_dir():
+        return f"directory {output.parent} does not exist; create it first (mkdir -p)"
+    for path in (output, summary_path(output)):
+        if path.exists():
+            return f"{path} already exists; results are never overwritten: use a new directory"
+    return None
+
+
+class AtomicOutput:
+    """A text file that appears under its final name only once commit() is called."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.part = part_path(final)
+        self._file = self.part.open("w", encoding="utf-8")
+
+    def write(self, text: str) -> None:
+        self._file.write(text)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def commit(self) -> None:
+        """Make the content durable, then publish it under the final name."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self.part, self.final)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write data as indented JSON, atomically."""
+    output = AtomicOutput(path)
+    output.write(json.dumps(data, indent=2) + "\n")
+    output.commit()

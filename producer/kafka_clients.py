@@ -1,0 +1,78 @@
+"""The kafka-python clients, configured for the experiment."""
+
+from __future__ import annotations
+
+import kafka
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError
+
+# Retries are bounded by delivery_timeout_ms (2 min), as in the Java client: a leader election
+# after a broker fault must not turn into lost input.
+PRODUCER_SETTINGS = {
+    "acks": "all",
+    "retries": 2_147_483_647,
+    "delivery_timeout_ms": 120_000,
+    "linger_ms": 5,
+    "batch_size": 64 * 1024,
+    "max_in_flight_requests_per_connection": 5,
+    "max_block_ms": 30_000,
+    "client_id": "streamlab-producer",
+}
+CONSUMER_SETTINGS = {
+    "group_id": None,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "allow_auto_create_topics": False,
+    "client_id": "streamlab-collector",
+}
+
+
+class StartupError(Exception):
+    """Kafka cannot be used as asked; the message says what to check."""
+
+
+def describe_producer(idempotence: bool) -> dict[str, object]:
+    """The client and settings, for the run summary."""
+    return {
+        "library": f"kafka-python {kafka.__version__}",
+        "enable_idempotence": idempotence,
+        **PRODUCER_SETTINGS,
+    }
+
+
+def open_producer(bootstrap: list[str], topic: str, idempotence: bool) -> KafkaProducer:
+    """A connected producer that already knows the topic's partitions."""
+    try:
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=idempotence, **PRODUCER_SETTINGS
+        )
+    except KafkaError as error:
+        raise StartupError(f"cannot reach Kafka at {','.join(bootstrap)}: {error!r}") from error
+    try:
+        producer.partitions_for(topic)
+    except KafkaError as error:
+        producer.close(timeout=5)
+        raise StartupError(
+            f"topic {topic!r} is not available at {','.join(bootstrap)} ({error!r}); "
+            "create it first (automatic topic creation is off in the kit)"
+        ) from error
+    return producer
+
+
+def describe_consumer(isolation_level: str) -> dict[str, object]:
+    """The client and settings, for the run summary."""
+    return {
+        "library": f"kafka-python {kafka.__version__}",
+        "isolation_level": isolation_level,
+        **CONSUMER_SETTINGS,
+    }
+
+
+def open_consumer(bootstrap: list[str], isolation_level: str) -> KafkaConsumer:
+    """A consumer outside any group: it commits nothing and is assigned partitions explicitly."""
+    try:
+        return KafkaConsumer(
+            bootstrap_servers=bootstrap, isolation_level=isolation_level, **CONSUMER_SETTINGS
+        )
+    except KafkaError as error:
+        raise StartupError(f"cannot reach Kafka at {','.join(bootstrap)}: {error!r}") from error

@@ -1,0 +1,79 @@
+"""Create the fresh input and result topics of one run and wait until every partition has a leader.
+
+python -m producer.topics --bootstrap H:9092 --partitions 4 --replication 3 TOPIC [TOPIC ...]
+
+Prints one JSON line: {"topics": {name: partitions}}. A topic that already exists is an error:
+every run gets its own topics, so no earlier run's records can leak into its results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from producer import arguments
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def wait_for_leaders(
+    admin: KafkaAdminClient, topics: Sequence[str], partitions: int, timeout_s: float
+) -> None:
+    """Poll until each topic reports `partitions` partitions, all with a leader."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = admin.describe_topics(list(topics))
+        ready = len(described) == len(topics) and all(
+            topic["error_code"] == 0
+            and len(topic["partitions"]) == partitions
+            and all(p["leader_id"] >= 0 for p in topic["partitions"])
+            for topic in described
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"topics {list(topics)} lack a leader somewhere after {timeout_s:.0f} s"
+            )
+        time.sleep(0.3)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True, type=arguments.bootstrap_servers)
+    parser.add_argument("--partitions", required=True, type=arguments.positive_int)
+    parser.add_argument("--replication", required=True, type=arguments.positive_int)
+    parser.add_argument("--timeout-s", type=arguments.positive_seconds, default=60.0)
+    parser.add_argument("topics", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, client_id="streamlab-topics")
+        try:
+            admin.create_topics(
+                [NewTopic(t, args.partitions, args.replication) for t in args.topics],
+                timeout_ms=int(args.timeout_s * 1000),
+            )
+            wait_for_leaders(admin, args.topics, args.partitions, args.timeout_s)
+        finally:
+            admin.close()
+    except TopicAlreadyExistsError as error:
+        print(f"a topic of this run already exists ({error}); pick a new run_id", file=sys.stderr)
+        return EXIT_FAILED
+    except (KafkaError, TimeoutError) as error:
+        print(
+            f"cannot create {args.topics} at {','.join(args.bootstrap)}: {error!r}", file=sys.stderr
+        )
+        return EXIT_FAILED
+    print(json.dumps({"topics": {t: args.partitions for t in args.topics}}))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
