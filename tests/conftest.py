@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,6 +101,24 @@ def wait_until(
             return seen
         time.sleep(1)
     pytest.fail(f"{what} not reached within {timeout_s}s; last saw {seen!r}")
+
+
+def storm_probe(lab: dict[str, str], *args: str) -> dict:
+    """What Nimbus reports, through the storm-probe command the storm role installs on node1."""
+    done = subprocess.run(
+        [
+            *("ssh", "-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"),
+            *("-o", "UserKnownHostsFile=/srv/lab/ssh/known_hosts"),
+            f"root@{lab['node1']}",
+            "/opt/streamlab/bin/storm-probe",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def lab_hosts() -> dict[str, str]:

@@ -33,6 +33,12 @@ COMPONENTS: dict[str, dict] = {
         "role": "common",
         "pypi": {"package": "supervisor", "file": "supervisor-{v}-py2.py3-none-any.whl"},
     },
+    # The driver host's Python packages (producer, collector): pure wheels, no other dependency.
+    "kafka-python": {
+        "role": "driver",
+        "pypi": {"package": "kafka-python", "file": "kafka_python-{v}-py3-none-any.whl"},
+    },
+    "tqdm": {"role": "driver", "pypi": {"package": "tqdm", "file": "tqdm-{v}-py3-none-any.whl"}},
     "zookeeper": {
         "role": "zookeeper",
         "maven": {
