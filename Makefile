@@ -9,9 +9,12 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
+# make demo: one short baseline run per engine (results/<run id>/).
+DEMO_ENGINES ?= flink storm
+DEMO_RUN ?= -e count=20000 -e rate=2000
 LAB_HOSTS ?= 3
 
-.PHONY: setup demo lab lab-down lint test unit lab-test lock bench clean
+.PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -29,6 +32,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
+	for engine in $(DEMO_ENGINES); do \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/experiment.yml -e engine=$$engine $(DEMO_RUN) || exit 1; \
+	done
 
 # LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
@@ -44,14 +50,18 @@ lint: setup
 	$(BIN)/ruff format --check .
 	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventory/local $$p || exit 1; done
 
-unit: setup
+unit: setup jobs-test
 	$(BIN)/pytest -m 'not lab'
+
+# The engine jobs' own unit tests (JUnit, with Maven).
+jobs-test:
+	mvn -q -B -f jobs/pom.xml test
 
 lab-test: lab
 	$(BIN)/pytest -m lab
 
 # Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
-test: lint
+test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
 	$(BIN)/pytest
 
@@ -61,6 +71,10 @@ lock: setup
 
 bench: setup
 	$(PY) bench/site_timing.py --hosts $(LAB_HOSTS)
+
+# Needs converged test hosts (make lab, then site.yml or make test).
+bench-experiment: setup
+	$(PY) bench/experiment_timing.py
 
 clean:
 	rm -rf $(VENV) .collections

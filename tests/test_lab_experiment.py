@@ -67,12 +67,13 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
     assert record["engine"] == engine and record["fault"] == "none"
     assert record["parameters"]["count"] == COUNT and record["parameters"]["rate"] == RATE
     assert record["parameters"]["partitions"] == 4
-    assert len(record["versions"]["kit"]) == 40
-    assert record["versions"]["installed"]["node2"][engine].startswith(
-        {"flink": "flink-2.2.1", "storm": "storm-2.8.3"}[engine]
-    )
+    assert len(record["kit_commit"]) == 40
+    assert record["versions"]["kafka"] == "4.1.1"
+    assert record["versions"][engine] == {"flink": "2.2.1", "storm": "2.8.3"}[engine]
+    assert record["versions"]["engine"] == record["versions"][engine]
     assert sorted(h["name"] for h in record["hosts"]) == ["node1", "node2", "node3"]
     assert all(abs(h["clock_offset_ms"]) < 50 for h in record["hosts"])
+    assert {h["os"].split()[0] for h in record["hosts"]} == {"Debian"}
     assert record["start_ms"] < record["end_ms"]
     summary = json.loads((out / "received.summary.json").read_text())
     assert (summary["missing"], summary["acked"]) == (0, COUNT)
