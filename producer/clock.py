@@ -7,8 +7,6 @@ from typing import Protocol
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
-# The last stretch before a deadline is spun rather than slept: sleep() overshoots.
-SPIN_NS = NS_PER_MS
 
 
 class Clock(Protocol):
@@ -37,12 +35,12 @@ class SystemClock:
         return self._epoch_ns + time.monotonic_ns() - self._mono_ns
 
     def sleep_until(self, deadline_ns: int) -> None:
+        # Plain sleep, no spinning: a spin steals the CPU Kafka's I/O thread and the brokers
+        # need, and an overshoot costs nothing lasting, because slots are absolute and a late
+        # message is sent at once (its lag is recorded).
         remaining = deadline_ns - self.now_ns()
-        if remaining > SPIN_NS:
-            time.sleep((remaining - SPIN_NS) / NS_PER_S)
-        while self.now_ns() < deadline_ns:
-            # sleep(0) releases the GIL, so Kafka's I/O thread keeps running during the spin.
-            time.sleep(0)
+        if remaining > 0:
+            time.sleep(remaining / NS_PER_S)
 
 
 class SimulatedClock:
