@@ -1,0 +1,1 @@
+../../../roles/storm/files/StormProbe.java

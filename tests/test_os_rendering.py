@@ -1,0 +1,522 @@
+"""What the roles write on Debian, RedHat (CentOS/Rocky) and macOS hosts, checked for syntax.
+
+Only Debian hosts can be exercised here, so tests/render/os_render.yml renders, with real Ansible
+against localhost and made-up facts of each OS family, the service layer (supervisord.conf and
+the systemd unit or launchd plist), every component's configuration templates and the
+supervisord program of every component daemon (from the service task of each role's own
+tasks/main.yml). Each file is then read back with the parser its consumer uses.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import json
+import plistlib
+import re
+import shlex
+import signal
+import subprocess
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_playbook
+
+ROLES = REPO / "roles"
+COMPONENTS = ["zookeeper", "kafka", "flink", "storm", "spark"]
+
+
+def defaults(role: str) -> dict:
+    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+
+
+COMMON_DEFAULTS = defaults("common")
+MINFDS = COMMON_DEFAULTS["common_supervisor_minfds"]
+INSTALL = COMMON_DEFAULTS["common_install_dir"]
+DATA = COMMON_DEFAULTS["common_data_dir"]
+LOGS = COMMON_DEFAULTS["common_log_dir"]
+CONF = COMMON_DEFAULTS["common_conf_dir"]
+ADDRESS = "127.0.0.1"
+
+# Facts as each family's hosts report them, and what the roles must make of them.
+FAMILIES = {
+    "Debian": {
+        "facts": {
+            "os_family": "Debian",
+            "distribution": "Debian",
+            "distribution_major_version": "12",
+            "architecture": "x86_64",
+            "service_mgr": "systemd",
+        },
+        "java_home": "/usr/lib/jvm/java-17-openjdk-amd64",
+        "root_group": "root",
+        "user_shell": "/usr/sbin/nologin",
+        "init": "systemd",
+    },
+    "RedHat": {
+        "facts": {
+            "os_family": "RedHat",
+            "distribution": "Rocky",
+            "distribution_major_version": "9",
+            "architecture": "x86_64",
+            "service_mgr": "systemd",
+        },
+        "java_home": "/usr/lib/jvm/java-17",
+        "root_group": "root",
+        "user_shell": "/sbin/nologin",
+        "init": "systemd",
+    },
+    "Darwin": {
+        "facts": {
+            "os_family": "Darwin",
+            "distribution": "MacOSX",
+            "distribution_major_version": "14",
+            "architecture": "arm64",
+            "service_mgr": "launchd",
+        },
+        "java_home": "/opt/homebrew/opt/openjdk@17",
+        "root_group": "wheel",
+        "user_shell": "/usr/bin/false",
+        "init": "launchd",
+    },
+}
+INIT_FILES = {
+    "systemd": "streamlab-supervisor.service",
+    "launchd": "org.streamlab.supervisor.plist",
+}
+JAVA = "{java_home}/bin/java"
+SPARK_CLASS = f"{INSTALL}/spark/bin/spark-class"
+# Program -> (role, executable, an argument the daemon cannot start without).
+PROGRAMS = {
+    "zookeeper": ("zookeeper", JAVA, "org.apache.zookeeper.server.quorum.QuorumPeerMain"),
+    "kafka": ("kafka", JAVA, "kafka.Kafka"),
+    "flink-jobmanager": ("flink", f"{INSTALL}/flink/bin/jobmanager.sh", "start-foreground"),
+    "flink-taskmanager": ("flink", f"{INSTALL}/flink/bin/taskmanager.sh", "start-foreground"),
+    "storm-nimbus": ("storm", JAVA, "org.apache.storm.daemon.nimbus.Nimbus"),
+    "storm-supervisor": ("storm", JAVA, "org.apache.storm.daemon.supervisor.Supervisor"),
+    "spark-master": ("spark", SPARK_CLASS, "org.apache.spark.deploy.master.Master"),
+    "spark-worker": ("spark", SPARK_CLASS, "org.apache.spark.deploy.worker.Worker"),
+}
+INVENTORY_GROUPS = [
+    "zookeeper",
+    "kafka",
+    "flink_jobmanager",
+    "flink_taskmanager",
+    "storm_nimbus",
+    "storm_supervisor",
+    "spark_master",
+    "spark_worker",
+    "driver",
+]
+
+
+def component_templates() -> list[dict[str, str]]:
+    return [
+        {"role": role, "file": template.name.removesuffix(".j2")}
+        for role in COMPONENTS
+        for template in sorted((ROLES / role / "templates").glob("*.j2"))
+    ]
+
+
+def walk_tasks(tasks: list[dict]) -> list[dict]:
+    found = []
+    for task in tasks or []:
+        found.append(task)
+        for key in ("block", "rescue", "always"):
+            found.extend(walk_tasks(task.get(key, [])))
+    return found
+
+
+def program_tasks(role: str) -> list[dict]:
+    """The tasks that run role's daemons under the service role, rendering program.conf.j2 instead.
+
+    They keep the role's own vars and loop, so the programs get the roles' real command lines.
+    """
+    template = ROLES / "service" / "templates" / "program.conf.j2"
+    converted = []
+    for task in walk_tasks(yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())):
+        include = task.get("ansible.builtin.include_role") or task.get("include_role")
+        if isinstance(include, dict) and include.get("name") == "service":
+            assert include.get("tasks_from", "main") == "main", task
+            render = (
+                "{{ render_files | combine({'programs/' ~ service_name ~ '.conf':"
+                f" lookup('ansible.builtin.template', {str(template)!r})}}) }}}}"
+            )
+            converted.append(
+                {
+                    "name": f"{role}: {task['name']}",
+                    "ansible.builtin.set_fact": {"render_files": render},
+                    **{k: task[k] for k in ("vars", "loop", "loop_control", "when") if k in task},
+                }
+            )
+    assert converted, f"roles/{role}/tasks/main.yml runs no daemon under the service role"
+    return converted
+
+
+def render(family: str, work: Path) -> tuple[Path, str]:
+    """Render everything for one OS family into work/out; return it and any failure output."""
+    inventory = work / "hosts.yml"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "streamlab_address": ADDRESS,
+    }
+    groups = {group: {"hosts": {"localhost": {}}} for group in INVENTORY_GROUPS}
+    inventory.write_text(
+        yaml.safe_dump({"all": {"hosts": {"localhost": host}, "children": groups}})
+    )
+    programs = work / "programs.yml"
+    tasks = [task for role in COMPONENTS for task in program_tasks(role)]
+    programs.write_text(yaml.safe_dump(tasks, sort_keys=False))
+    output = work / "rendered.json"
+    run = run_playbook(
+        "../tests/render/os_render.yml",  # run_playbook resolves playbooks against playbooks/
+        inventory,
+        extravars={
+            "render_output": str(output),
+            "render_facts": FAMILIES[family]["facts"],
+            "render_templates": component_templates(),
+            "render_programs": str(programs),
+        },
+        # Facts stay in memory: a persistent cache would keep this made-up "localhost".
+        envvars={"ANSIBLE_CACHE_PLUGIN": "memory"},
+        tmp_path=work,
+    )
+    if run.rc != 0 or run.failed_hosts or not output.exists():
+        return work, run.output[-6000:] or f"ansible-playbook exited {run.rc}"
+    rendered = json.loads(output.read_text())
+    out = work / "out"
+    for name, content in rendered["files"].items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(content)
+    (out / "facts.json").write_text(json.dumps(rendered["facts"]))
+    return out, ""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """OS family -> (directory of its rendered files, failure output); the families in parallel."""
+    with ThreadPoolExecutor(len(FAMILIES)) as pool:
+        jobs = {f: pool.submit(render, f, tmp_path_factory.mktemp(f)) for f in FAMILIES}
+        return {family: job.result() for family, job in jobs.items()}
+
+
+@pytest.fixture(params=sorted(FAMILIES))
+def family(request, rendered):
+    out, failure = rendered[request.param]
+    assert not failure, f"rendering for {request.param} failed:\n{failure}"
+    return request.param, out, json.loads((out / "facts.json").read_text())
+
+
+# Parsers, as the consumers of the files read them.
+
+
+def supervisor_config(path: Path, program: str = "") -> configparser.RawConfigParser:
+    """supervisord's reading: ';'/'#' inline comments, then %-expansion of the values."""
+    parser = configparser.RawConfigParser(inline_comment_prefixes=(";", "#"), strict=True)
+    parser.read_string(path.read_text(), str(path))
+    expansions = {
+        "here": str(path.parent),
+        "host_node_name": "node1",
+        "program_name": program,
+        "group_name": program,
+        "process_num": 0,
+        "numprocs": 1,
+    }
+    for section in parser.sections():
+        for key, value in parser.items(section):
+            try:
+                parser.set(section, key, value % expansions)
+            except (KeyError, ValueError) as error:
+                pytest.fail(
+                    f"{path} [{section}] {key}: supervisord cannot expand {value!r}, {error}"
+                )
+    return parser
+
+
+def supervisor_environment(value: str) -> dict[str, str]:
+    """supervisor.datatypes.dict_of_key_value_pairs: KEY="value",KEY2="value2"."""
+    lexer = shlex.shlex(value)
+    lexer.wordchars += "/.+-():"
+    tokens = list(lexer)
+    pairs = {}
+    for i in range(0, len(tokens), 4):
+        key, equals, val = (tokens[i : i + 3] + ["", "", ""])[:3]
+        assert equals == "=" and key, f"malformed environment near {tokens[i:]}: {value!r}"
+        assert i + 3 == len(tokens) or tokens[i + 3] == ",", f"missing comma in {value!r}"
+        pairs[key] = val.strip("'\"")
+    return pairs
+
+
+def supervisor_bool(value: str) -> bool:
+    assert value.lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"), value
+    return value.lower() in ("true", "yes", "on", "1")
+
+
+def systemd_unit(path: Path) -> configparser.RawConfigParser:
+    parser = configparser.RawConfigParser(
+        comment_prefixes=("#", ";"), strict=True, interpolation=None, delimiters=("=",)
+    )
+    parser.optionxform = str  # systemd keys are case-sensitive
+    parser.read_string(path.read_text(), str(path))
+    return parser
+
+
+def java_properties(path: Path, separator: str = "=") -> dict[str, str]:
+    """Every line that is not blank or a comment is one key<separator>value (no continuations)."""
+    pattern = re.compile(r"([^\s=:]+)\s*=\s*(.*)" if separator == "=" else r"(\S+)\s+(\S.*)")
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = pattern.fullmatch(line)
+        assert match, f"{path.name}:{number}: not key{separator}value: {raw!r}"
+        assert not line.endswith("\\"), f"{path.name}:{number}: continuation line {raw!r}"
+        key, value = match.groups()
+        assert key not in properties, f"{path.name}:{number}: {key} set twice"
+        properties[key] = value.strip()
+    assert properties, f"{path.name} sets nothing"
+    return properties
+
+
+# The service layer.
+
+
+def test_platform_facts_come_from_the_os_vars(family):
+    name, _, facts = family
+    want = FAMILIES[name]
+    assert facts["common_java_home"] == want["java_home"]
+    assert facts["common_root_group"] == want["root_group"]
+    assert facts["user_shell"] == want["user_shell"]
+    assert facts["service_manager"] == want["init"]
+    assert facts["common_address"] == ADDRESS
+    assert facts["packages"] and all(isinstance(p, str) and p for p in facts["packages"])
+    if name == "Darwin":
+        assert facts["packages"] == ["openjdk@17"], "Homebrew formulae only"
+    else:
+        assert any(p.startswith(("openjdk-17", "java-17-openjdk")) for p in facts["packages"])
+
+
+def test_supervisord_conf(family):
+    _, out, facts = family
+    conf = supervisor_config(out / "common" / "supervisord.conf")
+    assert set(conf.sections()) == {
+        "unix_http_server",
+        "supervisord",
+        "rpcinterface:supervisor",
+        "supervisorctl",
+        "include",
+    }
+    socket = conf.get("unix_http_server", "file")
+    assert socket.startswith("/") and socket.endswith(".sock")
+    assert int(conf.get("unix_http_server", "chmod"), 8) == 0o700
+    assert conf.get("supervisorctl", "serverurl") == f"unix://{socket}"
+    assert conf.getint("supervisord", "minfds") == MINFDS
+    assert conf.getint("supervisord", "minprocs") > 0
+    assert Path(conf.get("supervisord", "pidfile")).parent == Path(socket).parent
+    assert conf.get("supervisord", "logfile") == f"{LOGS}/supervisord.log"
+    assert conf.get("include", "files") == f"{facts['common_supervisor_programs']}/*.conf"
+    assert facts["common_supervisor_conf"] == f"{CONF}/supervisord.conf"
+
+
+def test_init_system_runs_the_kits_supervisord(family):
+    name, out, facts = family
+    init = FAMILIES[name]["init"]
+    rendered = {p.name for p in (out / "common").iterdir()} & set(INIT_FILES.values())
+    assert rendered == {INIT_FILES[init]}, f"{name} should get only its {init} definition"
+    supervisord = str(Path(facts["common_python"]).parent / "supervisord")  # the kit's venv
+    assert Path(supervisord).is_absolute() and supervisord == f"{INSTALL}/venv/bin/supervisord"
+    command_tail = ["--nodaemon", "-c", facts["common_supervisor_conf"]]
+    if init == "systemd":
+        unit = systemd_unit(out / "common" / INIT_FILES[init])
+        assert unit.sections() == ["Unit", "Service", "Install"]
+        assert shlex.split(unit.get("Service", "ExecStart")) == [supervisord, *command_tail]
+        reload = shlex.split(unit.get("Service", "ExecReload"))
+        assert reload[0] == facts["common_supervisorctl"] and reload[-1] == "reload"
+        assert unit.get("Service", "Restart") in ("no", "on-failure", "always", "on-abnormal")
+        assert int(unit.get("Service", "LimitNOFILE")) == MINFDS
+        assert unit.get("Install", "WantedBy") == "multi-user.target"
+        assert "network-online.target" in unit.get("Unit", "After").split()
+    else:
+        job = plistlib.loads((out / "common" / INIT_FILES[init]).read_bytes(), fmt=plistlib.FMT_XML)
+        assert job["Label"] == "org.streamlab.supervisor"
+        assert job["ProgramArguments"] == [supervisord, *command_tail]
+        assert job["RunAtLoad"] is True and job["KeepAlive"] is True
+        assert job["SoftResourceLimits"] == {"NumberOfFiles": MINFDS}
+
+
+# The supervisord programs of the component daemons.
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_program_definition(family, program):
+    name, out, _ = family
+    role, executable, argument = PROGRAMS[program]
+    java_home = FAMILIES[name]["java_home"]
+    path = out / "programs" / f"{program}.conf"
+    assert path.exists(), f"roles/{role} defines no supervisord program {program}"
+    conf = supervisor_config(path, program)
+    assert conf.sections() == [f"program:{program}"]
+    section = dict(conf.items(f"program:{program}"))
+
+    argv = shlex.split(section["command"])
+    assert argv[0] == executable.format(java_home=java_home)
+    assert argument in argv[1:]
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag == "-cp":
+            assert all(entry.startswith("/") for entry in value.split(":")), value
+    assert section["user"] == COMMON_DEFAULTS["common_user"]
+    assert section["directory"].startswith(f"{DATA}/")
+    assert section["stdout_logfile"] == f"{LOGS}/{program}.out"
+    assert supervisor_bool(section["autostart"]) is True
+    assert supervisor_bool(section["autorestart"]) is False
+    assert supervisor_bool(section["stopasgroup"]) and supervisor_bool(section["killasgroup"])
+    assert hasattr(signal, f"SIG{section['stopsignal']}"), section["stopsignal"]
+    assert int(section["stopwaitsecs"]) > 0 and int(section["startsecs"]) >= 0
+
+    environment = supervisor_environment(section.get("environment", ""))
+    if role in ("zookeeper", "kafka"):
+        assert "environment" not in section  # the JDK comes from the command line alone
+    else:
+        assert environment["JAVA_HOME"] == java_home
+        paths = {k: v for k, v in environment.items() if k.endswith(("_HOME", "_DIR"))}
+        assert all(path.startswith("/") for path in paths.values()), paths
+    if role == "spark":
+        assert environment["SPARK_LOCAL_IP"] == ADDRESS
+        assert environment["SPARK_NO_DAEMONIZE"] == "true"
+    if role == "flink":
+        assert environment["FLINK_CONF_DIR"] == f"{CONF}/flink"
+
+
+def test_every_daemon_has_a_program(family):
+    _, out, _ = family
+    assert sorted(p.stem for p in (out / "programs").glob("*.conf")) == sorted(PROGRAMS)
+
+
+# The components' configuration files.
+
+
+def check_zoo_cfg(path: Path, java_home: str) -> None:
+    cfg = java_properties(path)
+    assert cfg["dataDir"] == f"{DATA}/zookeeper"
+    assert cfg["clientPortAddress"] == ADDRESS
+    assert int(cfg["clientPort"]) == 2181 and int(cfg["tickTime"]) > 0
+    assert {"ruok", "mntr"} <= set(cfg["4lw.commands.whitelist"].split(","))
+    assert not [key for key in cfg if key.startswith("server.")], "one host is standalone"
+
+
+def check_zookeeper_logback(path: Path, java_home: str) -> None:
+    root = ET.parse(path).getroot()
+    assert root.tag == "configuration"
+    assert root.findtext("appender/file") == f"{LOGS}/zookeeper/zookeeper.log"
+
+
+def check_server_properties(path: Path, java_home: str) -> None:
+    props = java_properties(path)
+    assert props["node.id"] == "1"
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == f"1@{ADDRESS}:9093"
+    assert props["listeners"] == f"PLAINTEXT://{ADDRESS}:9092,CONTROLLER://{ADDRESS}:9093"
+    assert props["log.dirs"] == f"{DATA}/kafka"
+    assert props["default.replication.factor"] == "1" and props["min.insync.replicas"] == "1"
+    assert props["auto.create.topics.enable"] in ("true", "false")
+
+
+def check_log4j2_properties(path: Path, java_home: str) -> None:
+    props = java_properties(path)
+    names = {v for k, v in props.items() if re.fullmatch(r"appender\.[^.]+\.name", k)}
+    refs = {v for k, v in props.items() if k.endswith(".ref")}
+    assert refs and refs <= names, f"appender references {refs - names} are not defined"
+    assert props["rootLogger.level"].lower() in ("trace", "debug", "info", "warn", "error")
+
+
+def check_flink_config(path: Path, java_home: str) -> None:
+    config = yaml.safe_load(path.read_text())
+    assert isinstance(config, dict)
+    assert all(isinstance(value, str) for value in config.values()), config
+    assert config["jobmanager.rpc.address"] == ADDRESS
+    assert config["rest.address"] == ADDRESS and config["taskmanager.host"] == ADDRESS
+    assert config["taskmanager.resource-id"] == "localhost-taskmanager"
+    assert config["taskmanager.numberOfTaskSlots"] == "2"
+    assert config["io.tmp.dirs"] == f"{DATA}/flink/tmp"
+    assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in config["env.java.opts.all"].split()
+
+
+def check_storm_yaml(path: Path, java_home: str) -> None:
+    config = yaml.safe_load(path.read_text())
+    assert config["storm.zookeeper.servers"] == [ADDRESS]
+    assert config["nimbus.seeds"] == [ADDRESS]
+    assert config["storm.local.hostname"] == ADDRESS
+    assert config["storm.local.dir"] == f"{DATA}/storm"
+    # Storm's config validation rejects numbers written as strings.
+    for key in ("storm.zookeeper.port", "nimbus.thrift.port", "supervisor.thrift.port", "ui.port"):
+        assert type(config[key]) is int, f"{key}: {config[key]!r}"
+    assert config["supervisor.slots.ports"] == [6700, 6701]
+    assert None not in config.values()
+    assert "%HEAP-MEM%" in config["worker.childopts"]
+
+
+def check_storm_probe(path: Path, java_home: str) -> None:
+    text = path.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    syntax = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, check=False)
+    assert syntax.returncode == 0, syntax.stderr
+    assert f"exec {java_home}/bin/java " in text
+    # The probe's directory is named after a hash of the role's StormProbe.java (as the file
+    # lookup reads it: without trailing white space).
+    version = defaults("storm")["storm_version"]
+    source = (ROLES / "storm" / "files" / "StormProbe.java").read_text().rstrip()
+    digest = hashlib.sha256(source.encode())
+    assert f"/storm-probe/{version}-{digest.hexdigest()[:12]}:" in text
+
+
+def check_spark_defaults(path: Path, java_home: str) -> None:
+    props = java_properties(path, separator=" ")
+    assert props["spark.master"] == f"spark://{ADDRESS}:7077"
+    assert props["spark.local.dir"] == f"{DATA}/spark/local"
+
+
+CONFIG_CHECKS = {
+    "zookeeper/zoo.cfg": check_zoo_cfg,
+    "zookeeper/logback.xml": check_zookeeper_logback,
+    "kafka/server.properties": check_server_properties,
+    "kafka/log4j2.properties": check_log4j2_properties,
+    "flink/config.yaml": check_flink_config,
+    "storm/storm.yaml": check_storm_yaml,
+    "storm/storm-probe.sh": check_storm_probe,
+    "spark/spark-defaults.conf": check_spark_defaults,
+    "spark/log4j2.properties": check_log4j2_properties,
+}
+
+
+def test_every_component_template_is_checked():
+    templates = {f"{t['role']}/{t['file']}" for t in component_templates()}
+    assert templates == set(CONFIG_CHECKS), "add a check for each new template (or drop old ones)"
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_CHECKS))
+def test_component_config(family, name):
+    family_name, out, _ = family
+    CONFIG_CHECKS[name](out / name, FAMILIES[family_name]["java_home"])
+
+
+# Across the families.
+
+
+def test_the_families_differ_where_the_os_does(rendered):
+    java = {}
+    for name, (out, failure) in rendered.items():
+        assert not failure, f"rendering for {name} failed:\n{failure}"
+        kafka = supervisor_config(out / "programs" / "kafka.conf").get("program:kafka", "command")
+        java[name] = shlex.split(kafka)[0]
+    assert len(set(java.values())) == len(FAMILIES), java
+    # Between the Linux families only the JDK differs.
+    debian, redhat = (rendered[f][0] / "programs" / "zookeeper.conf" for f in ("Debian", "RedHat"))
+    debian_jdk, redhat_jdk = FAMILIES["Debian"]["java_home"], FAMILIES["RedHat"]["java_home"]
+    assert debian.read_text() != redhat.read_text()
+    assert debian.read_text().replace(debian_jdk, redhat_jdk) == redhat.read_text()
