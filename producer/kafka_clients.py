@@ -5,6 +5,7 @@ from __future__ import annotations
 import kafka
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
+from kafka.record.util import crc32c_c
 
 # Retries are bounded by delivery_timeout_ms (2 min), as in the Java client: a leader election
 # after a broker fault must not turn into lost input.
@@ -35,6 +36,8 @@ def describe_producer(idempotence: bool) -> dict[str, object]:
     """The client and settings, for the run summary."""
     return {
         "library": f"kafka-python {kafka.__version__}",
+        # Without the crc32c package kafka-python checksums batches in pure Python (slow).
+        "crc32c": "C extension" if crc32c_c is not None else "pure Python",
         "enable_idempotence": idempotence,
         **PRODUCER_SETTINGS,
     }

@@ -77,6 +77,9 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
     assert record["start_ms"] < record["end_ms"]
     summary = json.loads((out / "received.summary.json").read_text())
     assert (summary["missing"], summary["acked"]) == (0, COUNT)
+    # The producer ran with kafka-python's checksums in C: the pinned crc32c wheel fits the host.
+    client = json.loads((out / "produced.summary.json").read_text())["client"]
+    assert client["crc32c"] == "C extension" and record["versions"]["crc32c"] == "2.9.post0"
 
     logs = {p.name for p in (out / "engine" / "logs").iterdir()}
     assert logs == {"node1.log", "node2.log", "node3.log"}

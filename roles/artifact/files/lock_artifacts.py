@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import html
 import re
 import subprocess
 import sys
@@ -39,6 +40,17 @@ COMPONENTS: dict[str, dict] = {
         "pypi": {"package": "kafka-python", "file": "kafka_python-{v}-py3-none-any.whl"},
     },
     "tqdm": {"role": "driver", "pypi": {"package": "tqdm", "file": "tqdm-{v}-py3-none-any.whl"}},
+    # kafka-python's CRC32C in C; without it the pure-Python checksum of every record batch
+    # takes about a third of the producer's CPU. One wheel per CPython (3.9: EL9 and macOS
+    # system Python ... 3.14) and platform of the kit's hosts, bundled; pip takes the host's.
+    "crc32c": {
+        "role": "driver",
+        "pypi": {
+            "package": "crc32c",
+            "select": r"crc32c-{v}-cp3(9|1[0-4])-cp3\d+-"
+            r"(manylinux\S*_(x86_64|aarch64)|macosx_\S*_universal2)\.whl",
+        },
+    },
     "zookeeper": {
         "role": "zookeeper",
         "maven": {
@@ -206,19 +218,32 @@ def lock_maven(spec: dict, version: str, name: str) -> dict:
     return {"home": f"{name}-{version}", "bundle": True, "files": files}
 
 
-def pypi_file(package: str, filename: str) -> dict:
-    """Path under the PyPI files host and the sha256 the index publishes for one file."""
+def pypi_files(package: str, pattern: str) -> list[dict]:
+    """Path under the PyPI files host and published sha256 of each file whose name matches."""
     with urllib.request.urlopen(f"{PYPI_SIMPLE}/{package}/", timeout=60) as response:
         index = response.read().decode()
-    match = re.search(
-        rf'href="[^"]*/packages/([^"#]+/{re.escape(filename)})#sha256=([0-9a-f]+)"', index
-    )
-    if not match:
+    links = re.finditer(r'href="[^"]*/packages/([^"#]+/([^"#/]+))#sha256=([0-9a-f]+)"', index)
+    found = [link for link in links if re.fullmatch(pattern, html.unescape(link.group(2)))]
+    return [
+        {"path": link.group(1), "sha256": link.group(3)}
+        for link in sorted(found, key=lambda link: link.group(2))
+    ]
+
+
+def pypi_file(package: str, filename: str) -> dict:
+    """Path under the PyPI files host and the sha256 the index publishes for one file."""
+    found = pypi_files(package, re.escape(filename))
+    if not found:
         sys.exit(f"{filename} is not in the PyPI index of {package}")
-    return {"path": match.group(1), "sha256": match.group(2)}
+    return found[0]
 
 
 def lock_pypi(spec: dict, version: str, name: str) -> dict:
+    if "select" in spec:
+        files = pypi_files(spec["package"], spec["select"].format(v=re.escape(version)))
+        if not files:
+            sys.exit(f"no file of {spec['package']} {version} matches {spec['select']}")
+        return {"home": f"{name}-{version}", "bundle": True, "files": files}
     if "wheels" not in spec:
         return {
             "home": spec.get("home", "").format(v=version),
