@@ -28,8 +28,8 @@ class SensorMessages:
         humidity = round(self._random.uniform(*HUMIDITY_RANGE), 2)
         return temperature, humidity
 
-    def encode(self, msg_id: int, intended_ns: int) -> tuple[bytes, bytes]:
-        """Kafka key and value of message msg_id, whose slot is intended_ns."""
+    def encode(self, msg_id: int, intended_ns: int) -> bytes:
+        """Kafka value of message msg_id, whose slot is intended_ns (messages have no key)."""
         temperature, humidity = self.next_reading()
         intended_ms = intended_ns // NS_PER_MS
         # Formatted by hand: json.dumps costs several times more, and this runs 20,000 times a
@@ -39,7 +39,7 @@ class SensorMessages:
             f'"humidity":{humidity!r},"timestamp":{intended_ns // NS_PER_S}}},'
             f'"timestamp":"{self.local_time_text(intended_ms)}","sent_ms":{intended_ms}}}'
         )
-        return str(msg_id).encode(), value.encode()
+        return value.encode()
 
     def local_time_text(self, epoch_ms: int) -> str:
         """Local time as 'YYYY-MM-DD HH:MM:SS.mmm' (the seconds part is formatted once a second)."""

@@ -46,13 +46,13 @@ class FakeSender:
         self.cost = cost
         self.outcome = outcome
         self.on_send = on_send
-        self.sent = []  # (topic, key, value, clock at the call)
+        self.sent = []  # (topic, msg_id, value, clock at the call)
         self.pending = []
         self.flushed = self.closed = False
 
-    def send(self, topic, value, key):
-        msg_id = int(key)
-        self.sent.append((topic, key, value, self.clock.now_ns()))
+    def send(self, topic, value):  # no key: the producer relies on sticky partitioning
+        msg_id = json.loads(value)["msg_id"]
+        self.sent.append((topic, msg_id, value, self.clock.now_ns()))
         self.clock.advance(self.cost(msg_id))
         if self.on_send is not None:
             self.on_send(msg_id)
@@ -152,7 +152,7 @@ def test_schedule_rejects_a_rate_that_is_not_positive(rate):
 def test_each_message_is_sent_exactly_at_its_slot_when_the_sender_keeps_up():
     # 3000 msg/s: slots 333,333.3 ns apart, so rounding must not accumulate.
     schedule, log, sender = paced_log(rate=3000, count=30_000, cost=lambda msg_id: 100_000)
-    assert [int(key) for _, key, _, _ in sender.sent] == list(range(1, 30_001))
+    assert [msg_id for _, msg_id, _, _ in sender.sent] == list(range(1, 30_001))
     start = schedule.start_ns
     assert all(log.sent_ns(i) == start + (i - 1) * SECOND // 3000 for i in range(1, 30_001))
     assert log.sent_ns(29_998) - start == 9_999_000_000  # 29,997 slots of 1/3000 s
@@ -179,7 +179,7 @@ def test_a_stalled_sender_falls_behind_catches_up_and_never_skips_an_id():
         return SECOND if msg_id == stall_at else cost_ns
 
     schedule, log, sender = paced_log(rate, count, cost=cost)
-    assert [int(key) for _, key, _, _ in sender.sent] == list(range(1, count + 1))
+    assert [msg_id for _, msg_id, _, _ in sender.sent] == list(range(1, count + 1))
     # Intended times never move, whatever the sender does.
     assert schedule.slot_ns(count) == schedule.start_ns + (count - 1) * MS
     lags = [log.sent_ns(i) - schedule.slot_ns(i) for i in range(1, count + 1)]
@@ -216,14 +216,14 @@ def test_messages_have_the_documented_shape_types_and_ranges(tmp_path):
     _, rows, sender, _ = produce_to(tmp_path, count=400, rate=300)
     intended = {row["msg_id"]: row["intended_ms"] for row in rows}
     assert sorted(intended) == list(range(1, 401))
-    for topic, key, value, _ in sender.sent:
+    for topic, sent_id, value, _ in sender.sent:
         assert topic == "sensors"
         message = json.loads(value)
         assert value == json.dumps(message, separators=(",", ":")).encode()  # compact
         assert list(message) == ["msg_id", "content", "timestamp", "sent_ms"]
         assert list(message["content"]) == ["temperature", "humidity", "timestamp"]
         msg_id, content = message["msg_id"], message["content"]
-        assert type(msg_id) is int and key == str(msg_id).encode()
+        assert type(msg_id) is int and msg_id == sent_id
         assert type(content["temperature"]) is float and 20.0 <= content["temperature"] <= 35.0
         assert type(content["humidity"]) is float and 30.0 <= content["humidity"] <= 80.0
         assert round(content["temperature"], 2) == content["temperature"]
