@@ -54,28 +54,29 @@ def produce_alone(count: int, rate: float) -> dict:
     return json.loads(on_driver(f"cat {work}/produced.summary.json && rm -rf {shlex.quote(work)}"))
 
 
-def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float, Path]:
-    run_id = f"bench-{engine}-{uuid.uuid4().hex[:8]}"
+def playbook(name: str, extravars: dict | None = None) -> float:
+    """Run playbooks/<name> on the test hosts; return its wall time in seconds."""
     with tempfile.TemporaryDirectory() as private:
         started = time.monotonic()
         result = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(REPO),
-            playbook=str(REPO / "playbooks" / "experiment.yml"),
+            playbook=str(REPO / "playbooks" / name),
             inventory=str(INVENTORY),
-            extravars={
-                "engine": engine,
-                "count": count,
-                "rate": rate,
-                "run_id": run_id,
-                "experiment_results_dir": str(results),
-            },
+            extravars=extravars or {},
             envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
             quiet=True,
         )
         wall = time.monotonic() - started
     if result.rc != 0:
-        sys.exit(f"experiment.yml -e engine={engine} failed:\n{result.stdout.read()[-4000:]}")
+        sys.exit(f"{name} {extravars or ''} failed:\n{result.stdout.read()[-4000:]}")
+    return wall
+
+
+def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float, Path]:
+    run_id = f"bench-{engine}-{uuid.uuid4().hex[:8]}"
+    extravars = {"engine": engine, "count": count, "rate": rate, "run_id": run_id}
+    wall = playbook("experiment.yml", extravars | {"experiment_results_dir": str(results)})
     return wall, results / run_id
 
 
@@ -107,6 +108,8 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"experiment figures on the test hosts ({os.cpu_count()} cores, driver {DRIVER})")
+    # The producer code on the driver host is this checkout's, so experiments time themselves only.
+    playbook("driver.yml")
     unthrottled = produce_alone(args.capacity_count, 1_000_000)
     print(
         f"  producer alone, unthrottled, acks=all: {unthrottled['achieved_rate']:9.0f} msg/s "
