@@ -38,8 +38,11 @@ def fresh_hosts(count: int) -> None:
     )
 
 
-def site(cache_dir: str | None = None) -> tuple[float, float, dict[str, int]]:
-    """Run site.yml; return wall seconds, seconds spent in downloads, changed count per host."""
+def site(
+    cache_dir: str | None = None, playbooks: tuple[str, ...] = ("site.yml",)
+) -> tuple[float, float, dict[str, int]]:
+    """Run site.yml (or these playbooks in one run); return wall seconds, seconds spent in
+    downloads, changed count per host."""
     download_s = 0.0
 
     def on_event(event: dict) -> bool:
@@ -55,11 +58,18 @@ def site(cache_dir: str | None = None) -> tuple[float, float, dict[str, int]]:
     if cache_dir:
         envvars["STREAMLAB_CACHE_DIR"] = cache_dir
     with tempfile.TemporaryDirectory() as private:
+        playbook = Path(private) / "bench.yml"
+        playbook.write_text(
+            "".join(
+                f"- ansible.builtin.import_playbook: {REPO / 'playbooks' / name}\n"
+                for name in playbooks
+            )
+        )
         start = time.monotonic()
         result = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(REPO),
-            playbook=str(REPO / "playbooks" / "site.yml"),
+            playbook=str(playbook),
             inventory=str(INVENTORY),
             envvars=envvars,
             event_handler=on_event,
@@ -103,6 +113,7 @@ def main() -> None:
     fresh_hosts(args.hosts)
     first_wall, warm_download, _ = site()
     again_wall, _, changed = site()
+    zk_kafka_wall, _, zk_kafka_changed = site(playbooks=("zookeeper.yml", "kafka.yml"))
 
     rss = lab_daemon_rss_mib()
     per_host = ", ".join(f"{host} {mib:.0f}" for host, mib in rss.items())
@@ -110,6 +121,10 @@ def main() -> None:
     print(f"  cold cache: artifact download {cold_download:7.1f} s (whole run {cold_wall:.1f} s)")
     print(f"  warm cache: first run         {first_wall:7.1f} s (downloads {warm_download:.1f} s)")
     print(f"  idempotent re-run             {again_wall:7.1f} s, changed per host: {changed}")
+    print(
+        f"  ZooKeeper + Kafka re-run      {zk_kafka_wall:7.1f} s (zookeeper.yml, kafka.yml), "
+        f"changed per host: {zk_kafka_changed}"
+    )
     print(f"  daemon RSS at rest            {sum(rss.values()):7.0f} MiB ({per_host})")
 
 
