@@ -15,20 +15,16 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-import ansible_runner
+import lab_playbooks
 
-REPO = Path(__file__).resolve().parents[1]
-INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 DRIVER = "10.77.0.11"
 BOOTSTRAP = "10.77.0.11:9092,10.77.0.12:9092,10.77.0.13:9092"
 SSH = ["ssh", "-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"]
 SSH += ["-o", "UserKnownHostsFile=/srv/lab/ssh/known_hosts", f"root@{DRIVER}"]
 PYTHON = "env PYTHONPATH=/opt/streamlab/driver /opt/streamlab/venv/bin/python"
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def on_driver(command: str) -> str:
@@ -54,29 +50,12 @@ def produce_alone(count: int, rate: float) -> dict:
     return json.loads(on_driver(f"cat {work}/produced.summary.json && rm -rf {shlex.quote(work)}"))
 
 
-def playbook(name: str, extravars: dict | None = None) -> float:
-    """Run playbooks/<name> on the test hosts; return its wall time in seconds."""
-    with tempfile.TemporaryDirectory() as private:
-        started = time.monotonic()
-        result = ansible_runner.run(
-            private_data_dir=private,
-            project_dir=str(REPO),
-            playbook=str(REPO / "playbooks" / name),
-            inventory=str(INVENTORY),
-            extravars=extravars or {},
-            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-            quiet=True,
-        )
-        wall = time.monotonic() - started
-    if result.rc != 0:
-        sys.exit(f"{name} {extravars or ''} failed:\n{result.stdout.read()[-4000:]}")
-    return wall
-
-
 def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float, Path]:
     run_id = f"bench-{engine}-{uuid.uuid4().hex[:8]}"
     extravars = {"engine": engine, "count": count, "rate": rate, "run_id": run_id}
-    wall = playbook("experiment.yml", extravars | {"experiment_results_dir": str(results)})
+    wall, _ = lab_playbooks.run(
+        ("experiment.yml",), extravars | {"experiment_results_dir": str(results)}
+    )
     return wall, results / run_id
 
 
@@ -109,7 +88,7 @@ def main() -> None:
 
     print(f"experiment figures on the test hosts ({os.cpu_count()} cores, driver {DRIVER})")
     # The producer code on the driver host is this checkout's, so experiments time themselves only.
-    playbook("driver.yml")
+    lab_playbooks.run(("driver.yml",))
     unthrottled = produce_alone(args.capacity_count, 1_000_000)
     print(
         f"  producer alone, unthrottled, acks=all: {unthrottled['achieved_rate']:9.0f} msg/s "

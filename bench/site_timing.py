@@ -13,14 +13,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import ansible_runner
-
-REPO = Path(__file__).resolve().parents[1]
-INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+import lab_playbooks
+from lab_playbooks import REPO
 
 
 def fresh_hosts(count: int) -> None:
@@ -54,31 +50,8 @@ def site(
             download_s += float(data.get("duration") or 0)
         return True  # keep the event, so the run's stats are recorded
 
-    envvars = {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
-    if cache_dir:
-        envvars["STREAMLAB_CACHE_DIR"] = cache_dir
-    with tempfile.TemporaryDirectory() as private:
-        playbook = Path(private) / "bench.yml"
-        playbook.write_text(
-            "".join(
-                f"- ansible.builtin.import_playbook: {REPO / 'playbooks' / name}\n"
-                for name in playbooks
-            )
-        )
-        start = time.monotonic()
-        result = ansible_runner.run(
-            private_data_dir=private,
-            project_dir=str(REPO),
-            playbook=str(playbook),
-            inventory=str(INVENTORY),
-            envvars=envvars,
-            event_handler=on_event,
-            quiet=True,
-        )
-        wall = time.monotonic() - start
-        if result.rc != 0:
-            sys.exit(f"site.yml failed (rc={result.rc}):\n{result.stdout.read()[-4000:]}")
-        stats = result.stats
+    envvars = {"STREAMLAB_CACHE_DIR": cache_dir} if cache_dir else {}
+    wall, stats = lab_playbooks.run(playbooks, envvars=envvars, event_handler=on_event)
     changed = {host: stats.get("changed", {}).get(host, 0) for host in stats["processed"]}
     return wall, download_s, changed
 

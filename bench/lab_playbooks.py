@@ -1,0 +1,56 @@
+"""Run this checkout's playbooks on the test hosts with ansible-runner, timed (shared by the
+benches)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import ansible_runner
+
+REPO = Path(__file__).resolve().parents[1]
+INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+# ansible-runner starts ansible-playbook by name: take the one next to this interpreter.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def run(
+    playbooks: tuple[str, ...],
+    extravars: dict | None = None,
+    envvars: dict[str, str] | None = None,
+    event_handler: Callable[[dict], bool] | None = None,
+) -> tuple[float, dict]:
+    """Run playbooks/<name>... in one ansible-playbook run; return wall seconds and the stats.
+
+    Exits with the tail of Ansible's output when the run fails.
+    """
+    with tempfile.TemporaryDirectory() as private:
+        wrapper = Path(private) / "bench.yml"
+        wrapper.write_text(
+            "".join(
+                f"- ansible.builtin.import_playbook: {REPO / 'playbooks' / name}\n"
+                for name in playbooks
+            )
+        )
+        started = time.monotonic()
+        result = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(REPO),
+            playbook=str(wrapper),
+            inventory=str(INVENTORY),
+            extravars=extravars or {},
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), **(envvars or {})},
+            event_handler=event_handler,
+            quiet=True,
+        )
+        wall = time.monotonic() - started
+        if result.rc != 0:
+            sys.exit(
+                f"{' '.join(playbooks)} {extravars or ''} failed (rc={result.rc}):\n"
+                f"{result.stdout.read()[-4000:]}"
+            )
+        return wall, result.stats
