@@ -66,6 +66,33 @@ def run_playbook(
     return PlaybookRun(result.rc, changed, failed, output)
 
 
+def run_module(module: str, args: dict, *flags: str) -> tuple[int, dict]:
+    """Run one of the roles' modules the way a playbook does, through ansible on localhost.
+
+    flags: more ansible options, such as --check or --diff. Returns the exit code and the result.
+    """
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module]
+        + ["-a", json.dumps(args), *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={
+            "ANSIBLE_LIBRARY": ":".join(str(path) for path in sorted(REPO.glob("roles/*/library"))),
+            "ANSIBLE_LOCALHOST_WARNING": "false",
+            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "true",
+            "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+            "PATH": "/usr/bin:/bin",
+        },
+        check=False,
+    )
+    try:
+        result = json.loads(completed.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        result = {"msg": completed.stdout + completed.stderr}
+    return completed.returncode, result
+
+
 def set_daemon(daemon: str, state: str, host: str, tmp_path: Path) -> PlaybookRun:
     """Put one daemon on one test host in a state through playbooks/service.yml."""
     run = run_playbook(
@@ -103,21 +130,27 @@ def wait_until(
     pytest.fail(f"{what} not reached within {timeout_s}s; last saw {seen!r}")
 
 
-def storm_probe(lab: dict[str, str], *args: str) -> dict:
-    """What Nimbus reports, through the storm-probe command the storm role installs on node1."""
-    done = subprocess.run(
-        [
-            *("ssh", "-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"),
-            *("-o", "UserKnownHostsFile=/srv/lab/ssh/known_hosts"),
-            f"root@{lab['node1']}",
-            "/opt/streamlab/bin/storm-probe",
-            *args,
-        ],
+# How the tests log in to a test host: the lab key, host keys checked against the lab's list.
+LAB_SSH_OPTIONS = (
+    *("-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"),
+    *("-o", "UserKnownHostsFile=/srv/lab/ssh/known_hosts"),
+)
+
+
+def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
+    """Run a command as root on a test host over SSH; the caller checks the exit code."""
+    return subprocess.run(
+        ["ssh", *LAB_SSH_OPTIONS, f"root@{address}", *command],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout_s,
         check=False,
     )
+
+
+def storm_probe(lab: dict[str, str], *args: str) -> dict:
+    """What Nimbus reports, through the storm-probe command the storm role installs on node1."""
+    done = on_lab_host(lab["node1"], "/opt/streamlab/bin/storm-probe", *args)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

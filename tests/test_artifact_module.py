@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
-import subprocess
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_module
 
 SPEC = importlib.util.spec_from_file_location(
     "streamlab_artifact", REPO / "roles" / "artifact" / "library" / "streamlab_artifact.py"
@@ -65,34 +63,6 @@ def test_bundles_are_byte_for_byte_reproducible(mirror, tmp_path):
     assert first.read_bytes() == second.read_bytes()
 
 
-def run_module(args: dict) -> tuple[int, dict]:
-    """Run the module the way a playbook does, through ansible on localhost."""
-    completed = subprocess.run(
-        [
-            str(REPO / ".venv" / "bin" / "ansible"),
-            "localhost",
-            "-m",
-            "streamlab_artifact",
-            "-a",
-            json.dumps(args),
-            "-o",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={
-            "ANSIBLE_LIBRARY": str(REPO / "roles" / "artifact" / "library"),
-            "ANSIBLE_LOCALHOST_WARNING": "false",
-            "PATH": "/usr/bin:/bin",
-        },
-        check=False,
-    )
-    payload = completed.stdout.split("=>", 1)[-1].strip()
-    return completed.returncode, json.loads(payload) if payload.startswith("{") else {
-        "msg": completed.stdout + completed.stderr
-    }
-
-
 def test_module_caches_bundles_and_names_the_fix_on_corruption(mirror, tmp_path):
     base, files = mirror
     args = {
@@ -104,15 +74,15 @@ def test_module_caches_bundles_and_names_the_fix_on_corruption(mirror, tmp_path)
         "bundle": True,
         "cache_dir": str(tmp_path / "cache"),
     }
-    rc, first = run_module(args)
+    rc, first = run_module("streamlab_artifact", args)
     assert rc == 0 and first["changed"] and len(first["downloaded"]) == 2, first
-    rc, again = run_module(args)
+    rc, again = run_module("streamlab_artifact", args)
     assert rc == 0 and not again["changed"] and again["downloaded"] == [], again
     assert again["archive"] == first["archive"]
 
     (base / "maven" / files[0]["path"]).write_bytes(b"tampered")
     args["cache_dir"] = str(tmp_path / "cold-cache")
-    rc, failed = run_module(args)
+    rc, failed = run_module("streamlab_artifact", args)
     assert rc != 0
     assert "Checksum mismatch for x 1 from maven" in failed["msg"]
     assert "make lock COMPONENT=x VERSION=1" in failed["msg"]
