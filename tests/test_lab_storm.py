@@ -1,12 +1,20 @@
-"""Storm on the test hosts: Nimbus health over Thrift, and a supervisor leaving and coming back."""
+"""Storm on the test hosts: Nimbus health over Thrift, a supervisor leaving and coming back, and a
+tiny topology running on both supervisors."""
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+import uuid
+
 import pytest
 
-from conftest import set_daemon, storm_probe, wait_until
+from conftest import LAB_SSH_OPTIONS, REPO, on_lab_host, set_daemon, storm_probe, wait_until
 
 pytestmark = pytest.mark.lab
+
+# What a probe may see while Nimbus or a topology changes state: no answer, or not JSON yet.
+PROBE_ERRORS = (OSError, ValueError, IndexError)
 
 
 def wait_for_supervisors(lab: dict[str, str], count: int) -> dict:
@@ -14,7 +22,7 @@ def wait_for_supervisors(lab: dict[str, str], count: int) -> dict:
         lambda: storm_probe(lab, "cluster"),
         lambda seen: len(seen.get("supervisors", [])) == count,
         f"{count} Storm supervisors",
-        retry_on=(OSError, ValueError, IndexError),
+        retry_on=PROBE_ERRORS,
     )
 
 
@@ -34,3 +42,52 @@ def test_a_stopped_supervisor_leaves_and_a_started_one_returns(converged, tmp_pa
     assert seen["slots_total"] == 2
     set_daemon("storm-supervisor", "started", "node3", tmp_path)
     assert wait_for_supervisors(converged, 2)["slots_total"] == 4
+
+
+def test_a_tiny_topology_runs_on_both_supervisors_and_is_killed_cleanly(converged):
+    project = REPO / "jobs" / "storm-smoke"
+    subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True)
+    jar, remote_jar = project / "target" / "storm-smoke-1.0.jar", "/tmp/storm-smoke-1.0.jar"
+    nimbus = converged["node1"]
+    subprocess.run(
+        ["scp", *LAB_SSH_OPTIONS, str(jar), f"root@{nimbus}:{remote_jar}"],
+        check=True,
+        capture_output=True,
+    )
+    name, workers, count = f"smoke-{uuid.uuid4().hex[:8]}", 2, 5000
+    # What `storm jar` does: the jar and Storm's worker class path; storm.yaml names Nimbus.
+    classpath = f"{remote_jar}:/opt/streamlab/storm/lib-worker/*:/etc/streamlab/storm"
+    submit = on_lab_host(
+        nimbus,
+        *("java", "-cp", shlex.quote(classpath), f"-Dstorm.jar={remote_jar}"),
+        *("streamlab.smoke.SmokeTopology", name, str(workers), str(count)),
+        timeout_s=120,
+    )
+    assert submit.returncode == 0, submit.stdout[-2000:] + submit.stderr[-2000:]
+    try:
+        seen = wait_until(
+            lambda: storm_probe(converged, "topology", name),
+            lambda topology: (
+                topology.get("status") == "ACTIVE"
+                and topology.get("spout_acked") == workers * count
+            ),
+            f"every one of the {workers * count} tuple trees of {name} acked",
+            timeout_s=240,
+            retry_on=PROBE_ERRORS,
+        )
+    finally:
+        killed = storm_probe(converged, "kill", name, "0")
+    assert killed == {"killed": name, "wait_s": 0}
+    for component in ("numbers", "sum"):
+        hosts = {e["host"] for e in seen["executors"] if e["component"] == component}
+        assert hosts == {converged["node2"], converged["node3"]}, (component, seen["executors"])
+    cluster = wait_until(
+        lambda: storm_probe(converged, "cluster"),
+        lambda summary: (
+            name not in [t["name"] for t in summary["topologies"]] and summary["slots_used"] == 0
+        ),
+        f"{name} gone and its worker slots free",
+        retry_on=PROBE_ERRORS,
+    )
+    assert cluster["slots_free"] == 4
+    assert storm_probe(converged, "topology", name) == {"error": f"no topology named {name}"}
