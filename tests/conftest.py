@@ -151,7 +151,12 @@ def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subproces
 def storm_probe(lab: dict[str, str], *args: str) -> dict:
     """What Nimbus reports, through the storm-probe command the storm role installs on node1."""
     done = on_lab_host(lab["node1"], "/opt/streamlab/bin/storm-probe", *args)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout)
+
+
+def role_default(role: str, name: str) -> object:
+    """A role's default value of a setting (roles/<role>/defaults/main.yml)."""
+    return yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())[name]
 
 
 def lab_hosts() -> dict[str, str]:

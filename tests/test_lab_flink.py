@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, set_daemon, wait_until
+from conftest import REPO, role_default, set_daemon, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -37,7 +37,7 @@ def wait_for_taskmanagers(lab: dict[str, str], count: int) -> dict:
 
 def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
     seen = overview(converged)
-    assert seen["flink-version"] == "2.2.1"
+    assert seen["flink-version"] == role_default("flink", "flink_version")
     assert seen["taskmanagers"] == 2
     assert seen["slots-total"] == 4
 
@@ -51,7 +51,10 @@ def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_pa
 
 def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
     project = REPO / "jobs" / "flink-smoke"
-    subprocess.run(["mvn", "-q", "-B", "package"], cwd=project, check=True)
+    version = role_default("flink", "flink_version")
+    subprocess.run(
+        ["mvn", "-q", "-B", "package", f"-Dflink.version={version}"], cwd=project, check=True
+    )
     jar = project / "target" / "flink-smoke-1.0.jar"
     boundary = uuid.uuid4().hex
     body = (

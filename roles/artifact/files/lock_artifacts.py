@@ -83,6 +83,18 @@ COMPONENTS: dict[str, dict] = {
                     "file": "apache_flink_libraries-{v}-py2.py3-none-any.whl",
                     "extract": ["pyflink/lib/", "pyflink/opt/", "pyflink/plugins/", "pyflink/bin/"],
                     "strip": "pyflink/",
+                    # Flink 2.1.x publishes this package as an sdist only; it carries the same
+                    # directories under deps/.
+                    "sdist": {
+                        "file": "apache_flink_libraries-{v}.tar.gz",
+                        "extract": [
+                            "apache_flink_libraries-{v}/deps/lib/",
+                            "apache_flink_libraries-{v}/deps/opt/",
+                            "apache_flink_libraries-{v}/deps/plugins/",
+                            "apache_flink_libraries-{v}/deps/bin/",
+                        ],
+                        "strip": "apache_flink_libraries-{v}/deps/",
+                    },
                 },
                 {
                     "package": "apache-flink",
@@ -251,8 +263,22 @@ def lock_pypi(spec: dict, version: str, name: str) -> dict:
         }
     files = []
     for wheel in spec["wheels"]:
-        entry = pypi_file(wheel["package"], wheel["file"].format(v=version))
-        files.append({**entry, "extract": wheel["extract"], "strip": wheel["strip"]})
+        layout = wheel
+        found = pypi_files(wheel["package"], re.escape(wheel["file"].format(v=version)))
+        if not found and "sdist" in wheel:
+            layout = wheel["sdist"]
+            found = pypi_files(wheel["package"], re.escape(layout["file"].format(v=version)))
+        if not found:
+            sys.exit(
+                f"{wheel['file'].format(v=version)} is not in the PyPI index of {wheel['package']}"
+            )
+        files.append(
+            {
+                **found[0],
+                "extract": [prefix.format(v=version) for prefix in layout["extract"]],
+                "strip": layout["strip"].format(v=version),
+            }
+        )
     return {"home": f"{name}-{version}", "bundle": True, "files": files}
 
 

@@ -19,8 +19,9 @@ options:
   base_url: {description: "Mirror base URL (https, http or file).", type: str, required: true}
   files:
     description: "Files as dicts with C(path) (relative to O(base_url)), one of C(sha256) or
-      C(sha512), and for bundles C(dest) (directory inside the bundle) or, for a zip such as a
-      wheel, C(extract) (member prefixes to take) and C(strip) (prefix removed from their names)."
+      C(sha512), and for bundles C(dest) (directory inside the bundle) or, for an archive
+      (a wheel or another zip, or a tar.gz such as an sdist), C(extract) (member prefixes to
+      take) and C(strip) (prefix removed from their names)."
     type: list
     elements: dict
     required: true
@@ -107,6 +108,37 @@ def add_zip_members(
                 tar.addfile(info, handle)
 
 
+def add_tar_members(
+    tar: tarfile.TarFile, top: str, archive: str, prefixes: list[str], strip: str
+) -> None:
+    """Copy the regular files of a tar.gz (an sdist) under the given prefixes into the bundle."""
+    with tarfile.open(archive, mode="r:*") as source:
+        members = [
+            member
+            for member in source.getmembers()
+            if member.isfile() and any(member.name.startswith(prefix) for prefix in prefixes)
+        ]
+        for member in sorted(members, key=lambda m: m.name):
+            info = tarfile.TarInfo(os.path.normpath(f"{top}/{member.name[len(strip) :]}"))
+            info.size, info.mtime = member.size, 0
+            info.mode = member.mode & 0o777 or 0o644
+            handle = source.extractfile(member)
+            if handle is None:
+                raise ValueError(f"{archive}: cannot read {member.name}")
+            with handle:
+                tar.addfile(info, handle)
+
+
+def add_archive_members(
+    tar: tarfile.TarFile, top: str, archive: str, prefixes: list[str], strip: str
+) -> None:
+    """Copy members of a zip (wheel) or of a tar archive (sdist) into the bundle."""
+    if zipfile.is_zipfile(archive):
+        add_zip_members(tar, top, archive, prefixes, strip)
+    else:
+        add_tar_members(tar, top, archive, prefixes, strip)
+
+
 def build_bundle(name: str, version: str, entries: list[tuple[str, dict]], target: str) -> None:
     """Write a tar.gz with fixed owners and times so equal inputs give equal bytes."""
     top = f"{name}-{version}"
@@ -123,7 +155,7 @@ def build_bundle(name: str, version: str, entries: list[tuple[str, dict]], targe
             tar.addfile(info)
         for local, entry in sorted(entries, key=lambda pair: pair[1]["path"]):
             if entry.get("extract"):
-                add_zip_members(tar, top, local, entry["extract"], entry.get("strip", ""))
+                add_archive_members(tar, top, local, entry["extract"], entry.get("strip", ""))
                 continue
             arcname = os.path.normpath(
                 f"{top}/{entry.get('dest', '')}/{os.path.basename(entry['path'])}"
