@@ -1,14 +1,18 @@
 /*
  * Asks Nimbus over Thrift what the Storm UI's REST API would report, for health checks and
- * experiment statistics, and kills topologies. Prints one JSON document on stdout.
+ * experiment statistics, and kills topologies. Prints one JSON document on stdout, and nothing
+ * else: every log line goes to stderr.
  *
  *   java -cp <dir of this class>:<storm>/lib-worker/*:<storm conf dir> StormProbe cluster
  *   ... StormProbe topology <name>      executors (host, port) and spout/bolt statistics
+ *   ... StormProbe conf <name>          the topology's configuration as Nimbus holds it (one object:
+ *                                       Storm's keys and the job's own, e.g. streamlab.*)
  *   ... StormProbe kill <name> <wait_s> kill, waiting wait_s seconds for in-flight tuples
  *
  * Exit codes: 0 answered, 2 unknown topology, 3 Nimbus unreachable, 64 bad usage.
  */
 
+import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,6 +22,7 @@ import org.apache.storm.generated.ClusterSummary;
 import org.apache.storm.generated.ExecutorSpecificStats;
 import org.apache.storm.generated.ExecutorSummary;
 import org.apache.storm.generated.KillOptions;
+import org.apache.storm.generated.Nimbus;
 import org.apache.storm.generated.NimbusSummary;
 import org.apache.storm.generated.NotAliveException;
 import org.apache.storm.generated.SpoutStats;
@@ -32,10 +37,23 @@ public final class StormProbe {
     private static final String ALL_TIME = ":all-time";
 
     public static void main(String[] args) {
-        if (args.length == 0 || !List.of("cluster", "topology", "kill").contains(args[0])
+        // stdout carries the JSON document only. storm-client's jar has its own log4j2.xml with a
+        // SYSTEM_OUT console appender at INFO (-Dorg.apache.logging.log4j.level=OFF does not touch a
+        // found configuration), and any library may print. So keep the real stdout for the answer and
+        // point System.out at stderr before anything can log: log4j2 binds its console appender to the
+        // System.out of the moment it initialises, which is after this line.
+        PrintStream answerOut = System.out;
+        System.setOut(System.err);
+        int exit = run(args, answerOut);
+        answerOut.flush();
+        System.exit(exit);
+    }
+
+    private static int run(String[] args, PrintStream out) {
+        if (args.length == 0 || !List.of("cluster", "topology", "conf", "kill").contains(args[0])
                 || (!args[0].equals("cluster") && args.length < 2)) {
-            System.err.println("usage: StormProbe cluster | topology <name> | kill <name> <wait_s>");
-            System.exit(64);
+            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | kill <name> <wait_s>");
+            return 64;
         }
         Map<String, Object> conf = Utils.readStormConfig();
         try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
@@ -47,20 +65,37 @@ public final class StormProbe {
                 case "topology":
                     answer = topology(nimbus.getClient().getTopologyInfoByName(args[1]));
                     break;
+                case "conf":
+                    answer = topologyConf(nimbus.getClient(), args[1]);
+                    break;
                 default:
                     KillOptions options = new KillOptions();
                     options.set_wait_secs(args.length > 2 ? Integer.parseInt(args[2]) : 0);
                     nimbus.getClient().killTopologyWithOpts(args[1], options);
                     answer = Map.of("killed", args[1], "wait_s", options.get_wait_secs());
             }
-            System.out.println(JSONValue.toJSONString(answer));
+            out.println(JSONValue.toJSONString(answer));
+            return 0;
         } catch (NotAliveException e) {
-            System.out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + args[1])));
-            System.exit(2);
+            out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + args[1])));
+            return 2;
         } catch (Exception e) {
-            System.out.println(JSONValue.toJSONString(Map.of("error", "Nimbus unreachable: " + e)));
-            System.exit(3);
+            out.println(JSONValue.toJSONString(Map.of("error", "Nimbus unreachable: " + e)));
+            return 3;
         }
+    }
+
+    /**
+     * The configuration Nimbus stored for the topology at submission (getTopologyConf: a JSON
+     * object, as the UI's /api/v1/topology/:id "configuration" shows it), looked up by name.
+     */
+    private static Map<?, ?> topologyConf(Nimbus.Iface nimbus, String name) throws Exception {
+        String id = nimbus.getTopologySummaryByName(name).get_id();
+        Object conf = JSONValue.parseWithException(nimbus.getTopologyConf(id));
+        if (!(conf instanceof Map)) {
+            throw new IllegalStateException("Nimbus returned a configuration that is not a JSON object");
+        }
+        return (Map<?, ?>) conf;
     }
 
     private static Map<String, Object> cluster(ClusterSummary summary) {

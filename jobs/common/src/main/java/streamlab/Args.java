@@ -49,10 +49,51 @@ final class Args {
     }
 
     int getInt(String name, int fallback) {
-        return has(name) ? Integer.parseInt(values.get(name)) : fallback;
+        if (!has(name)) {
+            return fallback;
+        }
+        try {
+            return Integer.parseInt(values.get(name).trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + name + " must be an integer, got: " + values.get(name));
+        }
     }
 
     long getLong(String name, long fallback) {
-        return has(name) ? Long.parseLong(values.get(name)) : fallback;
+        if (!has(name)) {
+            return fallback;
+        }
+        try {
+            return Long.parseLong(values.get(name).trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + name + " must be an integer, got: " + values.get(name));
+        }
+    }
+
+    /** Only {@code true} or {@code false} (any case): a typo must not silently mean false. */
+    boolean getBoolean(String name, boolean fallback) {
+        if (!has(name)) {
+            return fallback;
+        }
+        String value = values.get(name).trim();
+        if (value.equalsIgnoreCase("true")) {
+            return true;
+        }
+        if (value.equalsIgnoreCase("false")) {
+            return false;
+        }
+        throw new IllegalArgumentException("--" + name + " must be true or false, got: " + values.get(name));
+    }
+
+    /** One of {@code allowed} (compared lower-case); returns the lower-case value. */
+    String getChoice(String name, String fallback, Set<String> allowed) {
+        if (!has(name)) {
+            return fallback;
+        }
+        String value = values.get(name).trim().toLowerCase(java.util.Locale.ROOT);
+        if (!allowed.contains(value)) {
+            throw new IllegalArgumentException("--" + name + " must be one of " + allowed + ", got: " + values.get(name));
+        }
+        return value;
     }
 }

@@ -1,52 +1,72 @@
 package streamlab;
 
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.dag.Transformation;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
+import org.apache.flink.connector.kafka.source.KafkaSourceOptions;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.connector.kafka.source.reader.deserializer.KafkaRecordDeserializationSchema;
 import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSink;
+import org.apache.flink.streaming.api.environment.CheckpointConfig;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.Collector;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.OffsetResetStrategy;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
 /**
  * Reads JSON records from a Kafka topic, adds {@code engine="flink"} and {@code processed_ms}, and writes them
  * to a result topic with at-least-once delivery: AT_LEAST_ONCE checkpoints record the source offsets, and the
- * AT_LEAST_ONCE KafkaSink flushes (and waits for acks=all) before every checkpoint completes; after a failure
+ * AT_LEAST_ONCE KafkaSink flushes (and waits for the acks) before every checkpoint completes; after a failure
  * the job restarts (fixed delay) from the last checkpoint and replays everything after it.
  *
  * <p>Options: --bootstrap --input-topic --output-topic --group-id [--checkpoint-interval-s 5] [--parallelism N]
- * [--restart-attempts 1000000] [--restart-delay-s 2]
+ * [--tolerable-failed-checkpoints 3] [--restart-attempts 1000000] [--restart-delay-s 2] and the sink options of
+ * {@link SinkSettings} (--sink-acks all --sink-linger-ms 5 --sink-batch-size 65536 --sink-compression none
+ * --sink-idempotence true --sink-max-in-flight 5).
+ *
+ * <p>The settings the job really runs with are published as global job parameters ({@link ReadBack} keys), so
+ * GET /jobs/&lt;jobid&gt;/config shows them under execution-config.user-config.
  */
 public final class FlinkAtLeastOnceJob {
     static final String ENGINE = "flink";
     static final String SOURCE_UID = "streamlab-kafka-source";
     static final String ENRICH_UID = "streamlab-enrich";
     static final String SINK_UID = "streamlab-kafka-sink";
+    static final DeliveryGuarantee DELIVERY_GUARANTEE = DeliveryGuarantee.AT_LEAST_ONCE;
+    /** Source -> enrich -> sink with equal parallelism and no repartitioning: one chained task. */
+    static final String GROUPING_CHAINED = "forward (chained)";
 
-    private static final Set<String> OPTIONS = Set.of(
+    private static final Set<String> OPTIONS = SinkSettings.withOptions(Set.of(
             "bootstrap", "input-topic", "output-topic", "group-id", "checkpoint-interval-s",
-            "parallelism", "restart-attempts", "restart-delay-s");
+            "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s"));
 
     private FlinkAtLeastOnceJob() {}
 
     /** Parsed job options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId,
-                   long checkpointIntervalS, Integer parallelism, int restartAttempts, long restartDelayS) {
+                   long checkpointIntervalS, Integer parallelism, int tolerableFailedCheckpoints,
+                   int restartAttempts, long restartDelayS, SinkSettings sink) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -57,13 +77,18 @@ public final class FlinkAtLeastOnceJob {
                     args.required("group-id"),
                     args.getLong("checkpoint-interval-s", 5),
                     args.has("parallelism") ? args.getInt("parallelism", 0) : null,
+                    args.getInt("tolerable-failed-checkpoints", 3),
                     args.getInt("restart-attempts", 1_000_000),
-                    args.getLong("restart-delay-s", 2));
+                    args.getLong("restart-delay-s", 2),
+                    SinkSettings.from(args));
             if (o.checkpointIntervalS <= 0) {
                 throw new IllegalArgumentException("--checkpoint-interval-s must be > 0");
             }
             if (o.parallelism != null && o.parallelism <= 0) {
                 throw new IllegalArgumentException("--parallelism must be > 0");
+            }
+            if (o.tolerableFailedCheckpoints < 0) {
+                throw new IllegalArgumentException("--tolerable-failed-checkpoints must be >= 0");
             }
             if (o.restartAttempts < 0 || o.restartDelayS < 0) {
                 throw new IllegalArgumentException("--restart-attempts/--restart-delay-s must be >= 0");
@@ -93,9 +118,13 @@ public final class FlinkAtLeastOnceJob {
         return conf;
     }
 
-    /** Adds checkpointing and the source -> enrich -> sink pipeline to {@code env}. */
-    static void build(StreamExecutionEnvironment env, Options options) {
+    /**
+     * Adds checkpointing and the source -> enrich -> sink pipeline to {@code env}, then publishes what was
+     * configured as global job parameters; returns those {@code streamlab.*} entries.
+     */
+    static Map<String, String> build(StreamExecutionEnvironment env, Options options) {
         env.enableCheckpointing(options.checkpointIntervalS() * 1000L, CheckpointingMode.AT_LEAST_ONCE);
+        env.getCheckpointConfig().setTolerableCheckpointFailureNumber(options.tolerableFailedCheckpoints());
         if (options.parallelism() != null) {
             env.setParallelism(options.parallelism());
         }
@@ -107,15 +136,11 @@ public final class FlinkAtLeastOnceJob {
                 // Resume from the group's committed offsets (committed on checkpoint completion); start from
                 // the beginning if the group has none. Restarts inside the job use the checkpointed offsets.
                 .setStartingOffsets(OffsetsInitializer.committedOffsets(OffsetResetStrategy.EARLIEST))
+                .setProperty(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT.key(), "true")
                 .setDeserializer(new KeyValueDeserializer())
                 .build();
 
-        KafkaSink<KafkaRecord> sink = KafkaSink.<KafkaRecord>builder()
-                .setBootstrapServers(options.bootstrap())
-                .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-                .setProperty(ProducerConfig.ACKS_CONFIG, "all")
-                .setRecordSerializer(new KeyValueSerializer(options.outputTopic()))
-                .build();
+        KafkaSink<KafkaRecord> sink = sink(options);
 
         DataStream<KafkaRecord> input = env
                 .fromSource(source, WatermarkStrategy.noWatermarks(), "kafka-source")
@@ -124,9 +149,102 @@ public final class FlinkAtLeastOnceJob {
                 .map(new EnrichFunction())
                 .name("enrich")
                 .uid(ENRICH_UID);
-        enriched.sinkTo(sink)
+        DataStreamSink<KafkaRecord> output = enriched.sinkTo(sink)
                 .name("kafka-sink")
                 .uid(SINK_UID);
+
+        Map<String, String> settings = readBack(env, input.getTransformation(), enriched.getTransformation(),
+                output.getTransformation(), producerConfig(sink), commitsOnCheckpoint(source));
+        Map<String, String> parameters = new HashMap<>(env.getConfig().getGlobalJobParameters().toMap());
+        parameters.putAll(settings);
+        env.getConfig().setGlobalJobParameters(Configuration.fromMap(parameters));
+        return settings;
+    }
+
+    /** The result-topic sink: the shared {@link SinkSettings} producer properties, at-least-once. */
+    static KafkaSink<KafkaRecord> sink(Options options) {
+        return KafkaSink.<KafkaRecord>builder()
+                .setBootstrapServers(options.bootstrap())
+                .setDeliveryGuarantee(DELIVERY_GUARANTEE)
+                .setKafkaProducerConfig(options.sink().toProperties())
+                .setRecordSerializer(new KeyValueSerializer(options.outputTopic()))
+                .build();
+    }
+
+    /** The {@code streamlab.*} entries, each taken from the object Flink will run with. */
+    static Map<String, String> readBack(StreamExecutionEnvironment env, Transformation<?> source,
+                                        Transformation<?> enrich, Transformation<?> sink,
+                                        Properties producerConfig, Boolean commitsOnCheckpoint) {
+        Properties build = ReadBack.buildProperties(FlinkAtLeastOnceJob.class);
+        CheckpointConfig checkpoints = env.getCheckpointConfig();
+        ReadableConfig conf = env.getConfiguration();
+        Map<String, String> out = new LinkedHashMap<>();
+        out.put(ReadBack.ENGINE, ENGINE);
+        out.put(ReadBack.ENGINE_VERSION, EnvironmentInformation.getVersion());
+        out.put(ReadBack.BUILD_ENGINE_VERSION, build.getProperty("engine.version"));
+        out.put(ReadBack.SOURCE_TASKS, Integer.toString(source.getParallelism()));
+        out.put(ReadBack.PROCESS_TASKS, Integer.toString(enrich.getParallelism()));
+        out.put(ReadBack.SINK_TASKS, Integer.toString(sink.getParallelism()));
+        out.put(ReadBack.GROUPING, grouping(env, source, enrich, sink));
+        out.putAll(SinkSettings.describe(producerConfig));
+        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, DELIVERY_GUARANTEE.toString());
+        out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
+        out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));
+        out.put(ReadBack.CHECKPOINT_INTERVAL_MS, Long.toString(checkpoints.getCheckpointInterval()));
+        out.put(ReadBack.CHECKPOINTING_MODE, checkpoints.getCheckpointingConsistencyMode().name());
+        out.put(ReadBack.TOLERABLE_FAILED_CHECKPOINTS,
+                Integer.toString(checkpoints.getTolerableCheckpointFailureNumber()));
+        String strategy = conf.getOptional(RestartStrategyOptions.RESTART_STRATEGY).orElse(null);
+        out.put(ReadBack.RESTART_STRATEGY, strategy == null ? "(cluster default)" : strategy);
+        out.put(ReadBack.RESTART_ATTEMPTS,
+                String.valueOf(conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS)));
+        out.put(ReadBack.RESTART_DELAY_MS,
+                Long.toString(conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY).toMillis()));
+        out.put(ReadBack.OFFSET_COMMIT, commitsOnCheckpoint == null ? "(unknown)"
+                : commitsOnCheckpoint ? "on checkpoint completion" : "none");
+        return out;
+    }
+
+    /**
+     * How records move from source to enrich to sink, by Flink's rules: each operator reads its predecessor
+     * directly (no partitioning transformation in between) with the same parallelism, so the edges are
+     * forward; with chaining enabled they are then fused into one task.
+     */
+    static String grouping(StreamExecutionEnvironment env, Transformation<?> source, Transformation<?> enrich,
+                           Transformation<?> sink) {
+        boolean direct = enrich.getInputs().equals(List.of(source)) && sink.getInputs().equals(List.of(enrich));
+        boolean sameParallelism = source.getParallelism() == enrich.getParallelism()
+                && enrich.getParallelism() == sink.getParallelism();
+        if (!direct || !sameParallelism) {
+            return "rebalance";
+        }
+        return env.isChainingEnabled() ? GROUPING_CHAINED : "forward";
+    }
+
+    /**
+     * The producer properties the built KafkaSink holds (KafkaSink#getKafkaProducerConfig is protected, so
+     * reflection): what the KafkaWriter will give its KafkaProducer, including the builder's own additions.
+     */
+    static Properties producerConfig(KafkaSink<?> sink) {
+        try {
+            Method getter = KafkaSink.class.getDeclaredMethod("getKafkaProducerConfig");
+            getter.setAccessible(true);
+            return (Properties) getter.invoke(sink);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("cannot read the KafkaSink's producer config back", e);
+        }
+    }
+
+    /** KafkaSource's commit.offsets.on.checkpoint as the built source holds it (package-private getter). */
+    static Boolean commitsOnCheckpoint(KafkaSource<?> source) {
+        try {
+            Method getter = KafkaSource.class.getDeclaredMethod("getConfiguration");
+            getter.setAccessible(true);
+            Configuration conf = (Configuration) getter.invoke(source);
+            return conf.get(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("cannot read the KafkaSource's configuration back", e);
+        }
     }
 
     /** Adds engine/processed_ms; malformed values are wrapped, never thrown. */

@@ -9,23 +9,38 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.function.Function;
 import java.util.stream.Collectors;
+import org.apache.flink.api.common.ArchivedExecutionConfig;
+import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.runtime.jobgraph.JobGraph;
+import org.apache.flink.runtime.jobgraph.JobVertex;
+import org.apache.flink.runtime.jobgraph.tasks.JobCheckpointingSettings;
+import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.graph.StreamEdge;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.streaming.api.graph.StreamNode;
+import org.apache.flink.streaming.runtime.partitioner.ForwardPartitioner;
+import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.Test;
 
 class FlinkAtLeastOnceJobTest {
     private static final String[] ARGS = {
         "--bootstrap", "k1:9092,k2:9092", "--input-topic", "in", "--output-topic", "out", "--group-id", "g",
     };
+    /** The same literal as SinkSettingsTest.DEFAULT_PRODUCER and the Storm job's test. */
+    private static final Map<String, String> DEFAULT_PRODUCER = Map.of(
+            "acks", "all", "linger.ms", "5", "batch.size", "65536", "compression.type", "none",
+            "enable.idempotence", "true", "max.in.flight.requests.per.connection", "5");
 
     @Test
     void parsesDefaults() {
@@ -33,24 +48,34 @@ class FlinkAtLeastOnceJobTest {
         assertEquals("k1:9092,k2:9092", o.bootstrap());
         assertEquals(5, o.checkpointIntervalS());
         assertNull(o.parallelism());
+        assertEquals(3, o.tolerableFailedCheckpoints());
         assertEquals(1_000_000, o.restartAttempts());
         assertEquals(2, o.restartDelayS());
+        assertEquals(DEFAULT_PRODUCER, Map.copyOf(o.sink().toProperties()));
         assertEquals("streamlab-flink-in", o.jobName());
     }
 
     @Test
-    void rejectsMissingAndUnknownOptions() {
+    void rejectsMissingUnknownAndBadOptions() {
+        assertThrows(IllegalArgumentException.class, () -> parse("--bootstrap", "x"));
         assertThrows(IllegalArgumentException.class, () -> FlinkAtLeastOnceJob.Options.parse(new String[] {"--bootstrap", "x"}));
-        assertThrows(IllegalArgumentException.class,
-                () -> FlinkAtLeastOnceJob.Options.parse(append(ARGS, "--parralelism", "2")));
-        assertThrows(IllegalArgumentException.class,
-                () -> FlinkAtLeastOnceJob.Options.parse(append(ARGS, "--checkpoint-interval-s")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--parralelism", "2")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--checkpoint-interval-s")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--parallelism", "0")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--parallelism", "four")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--tolerable-failed-checkpoints", "-1")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--restart-delay-s", "-1")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--sink-acks", "2")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--sink-compression", "brotli")));
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--sink-idempotence", "yes")));
+        // Storm-only options are unknown here.
+        assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--wait-strategy", "park")));
     }
 
     @Test
-    void buildsTheStreamGraphWithAtLeastOnceCheckpointsAndFixedDelayRestarts() {
-        FlinkAtLeastOnceJob.Options o = FlinkAtLeastOnceJob.Options.parse(append(ARGS,
-                "--checkpoint-interval-s", "3", "--parallelism", "4", "--restart-attempts", "7", "--restart-delay-s=1"));
+    void buildsOneChainedTaskWithAtLeastOnceCheckpointsAndFixedDelayRestarts() throws Exception {
+        FlinkAtLeastOnceJob.Options o = parse(append(ARGS, "--checkpoint-interval-s", "3", "--parallelism", "4",
+                "--tolerable-failed-checkpoints", "5", "--restart-attempts", "7", "--restart-delay-s=1"));
         Configuration conf = FlinkAtLeastOnceJob.jobConfiguration(o);
         assertEquals("fixed-delay", conf.get(RestartStrategyOptions.RESTART_STRATEGY));
         assertEquals(7, conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS));
@@ -63,6 +88,7 @@ class FlinkAtLeastOnceJobTest {
 
         assertEquals(CheckpointingMode.AT_LEAST_ONCE, graph.getCheckpointConfig().getCheckpointingConsistencyMode());
         assertEquals(3000L, graph.getCheckpointConfig().getCheckpointInterval());
+        assertEquals(5, graph.getCheckpointConfig().getTolerableCheckpointFailureNumber());
         assertEquals("fixed-delay", graph.getJobConfiguration().get(RestartStrategyOptions.RESTART_STRATEGY));
 
         Map<String, StreamNode> byUid = graph.getStreamNodes().stream()
@@ -72,10 +98,88 @@ class FlinkAtLeastOnceJobTest {
         assertTrue(byUid.get(FlinkAtLeastOnceJob.ENRICH_UID).getOperatorName().contains("enrich"));
         assertTrue(byUid.get(FlinkAtLeastOnceJob.SINK_UID).getOperatorName().contains("kafka-sink"));
         byUid.values().forEach(n -> assertEquals(4, n.getParallelism(), n.getOperatorName()));
-
+        // Every edge is forward, and the whole pipeline is one chained task.
+        for (StreamNode node : graph.getStreamNodes()) {
+            for (StreamEdge edge : node.getOutEdges()) {
+                assertTrue(edge.getPartitioner() instanceof ForwardPartitioner, edge.toString());
+            }
+        }
         JobGraph jobGraph = graph.getJobGraph();
-        assertNotNull(jobGraph.getCheckpointingSettings());
+        List<JobVertex> vertices = List.of(jobGraph.getVerticesAsArray());
+        assertEquals(1, vertices.size(), vertices.toString());
+        assertEquals(4, vertices.get(0).getParallelism());
+        JobCheckpointingSettings checkpointing = jobGraph.getCheckpointingSettings();
+        assertNotNull(checkpointing);
+        assertEquals(5, checkpointing.getCheckpointCoordinatorConfiguration().getTolerableCheckpointFailureNumber());
         assertEquals("streamlab-flink-in", jobGraph.getName());
+    }
+
+    @Test
+    void publishesWhatItRunsWithAsGlobalJobParameters() throws Exception {
+        FlinkAtLeastOnceJob.Options o = parse(append(ARGS, "--parallelism", "4", "--sink-linger-ms", "20",
+                "--sink-compression", "lz4"));
+        StreamExecutionEnvironment env =
+                StreamExecutionEnvironment.getExecutionEnvironment(FlinkAtLeastOnceJob.jobConfiguration(o));
+        Map<String, String> settings = FlinkAtLeastOnceJob.build(env, o);
+
+        Map<String, String> expected = new LinkedHashMap<>();
+        expected.put("streamlab.engine", "flink");
+        expected.put("streamlab.engine_version", EnvironmentInformation.getVersion());
+        expected.put("streamlab.build_engine_version", EnvironmentInformation.getVersion());
+        expected.put("streamlab.source_tasks", "4");
+        expected.put("streamlab.process_tasks", "4");
+        expected.put("streamlab.sink_tasks", "4");
+        expected.put("streamlab.grouping", "forward (chained)");
+        expected.put("streamlab.sink.acks", "all");
+        expected.put("streamlab.sink.linger_ms", "20");
+        expected.put("streamlab.sink.batch_size", "65536");
+        expected.put("streamlab.sink.compression", "lz4");
+        expected.put("streamlab.sink.idempotence", "true");
+        expected.put("streamlab.sink.max_in_flight", "5");
+        expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
+        expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
+        expected.put("streamlab.connector_version", ReadBack.buildProperties(FlinkAtLeastOnceJob.class)
+                .getProperty("connector.version"));
+        expected.put("streamlab.checkpoint_interval_ms", "5000");
+        expected.put("streamlab.checkpointing_mode", "AT_LEAST_ONCE");
+        expected.put("streamlab.tolerable_failed_checkpoints", "3");
+        expected.put("streamlab.restart_strategy", "fixed-delay");
+        expected.put("streamlab.restart_attempts", "1000000");
+        expected.put("streamlab.restart_delay_ms", "2000");
+        expected.put("streamlab.offset_commit", "on checkpoint completion");
+        assertEquals(expected, settings);
+        assertEquals(expected, env.getConfig().getGlobalJobParameters().toMap());
+
+        // What GET /jobs/<id>/config shows under execution-config.user-config: the JobGraph's ExecutionConfig,
+        // archived the way the JobManager's JobConfigHandler does it.
+        JobGraph jobGraph = env.getStreamGraph().getJobGraph();
+        ExecutionConfig shipped = jobGraph.getSerializedExecutionConfig().deserializeValue(getClass().getClassLoader());
+        ArchivedExecutionConfig archived = shipped.archive();
+        assertEquals(expected, archived.getGlobalJobParameters());
+        assertEquals(4, archived.getParallelism());
+    }
+
+    @Test
+    void versionsMatchTheBuild() {
+        Properties build = ReadBack.buildProperties(FlinkAtLeastOnceJob.class);
+        assertEquals("flink", build.getProperty("engine"));
+        // The jar is compiled against the Flink it reports (-Dflink.version) and bundles the pinned kafka-clients.
+        assertEquals(EnvironmentInformation.getVersion(), build.getProperty("engine.version"));
+        assertEquals(AppInfoParser.getVersion(), build.getProperty("kafka.clients.version"));
+        assertTrue(build.getProperty("connector.version").endsWith("-" + build.getProperty("engine.version")
+                .replaceAll("^(\\d+\\.\\d+).*", "$1")), build.toString());
+    }
+
+    @Test
+    void sinkGetsTheSharedProducerSettings() {
+        KafkaSink<KafkaRecord> sink = FlinkAtLeastOnceJob.sink(parse(ARGS));
+        Properties props = FlinkAtLeastOnceJob.producerConfig(sink);
+        // Read back from the built sink: the builder's own serializer is there too.
+        assertEquals("org.apache.kafka.common.serialization.ByteArraySerializer", props.get("key.serializer"));
+        for (Map.Entry<String, String> e : DEFAULT_PRODUCER.entrySet()) {
+            assertEquals(e.getValue(), props.get(e.getKey()), e.getKey());
+        }
+        assertEquals(SinkSettings.defaults().describe(), SinkSettings.describe(props));
     }
 
     @Test
@@ -86,6 +190,10 @@ class FlinkAtLeastOnceJobTest {
         assertEquals("flink", json.get("engine").asText());
         assertTrue(json.get("processed_ms").asLong() >= 10);
         assertEquals(List.of(3, 10), List.of(json.get("msg_id").asInt(), json.get("sent_ms").asInt()));
+    }
+
+    private static FlinkAtLeastOnceJob.Options parse(String... argv) {
+        return FlinkAtLeastOnceJob.Options.parse(argv);
     }
 
     private static String[] append(String[] base, String... extra) {

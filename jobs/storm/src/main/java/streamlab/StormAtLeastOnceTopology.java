@@ -1,13 +1,21 @@
 package streamlab;
 
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeSet;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.storm.Config;
 import org.apache.storm.StormSubmitter;
+import org.apache.storm.generated.Bolt;
+import org.apache.storm.generated.Grouping;
 import org.apache.storm.generated.StormTopology;
 import org.apache.storm.kafka.bolt.KafkaBolt;
 import org.apache.storm.kafka.bolt.mapper.FieldNameBasedTupleToKafkaMapper;
@@ -16,6 +24,7 @@ import org.apache.storm.kafka.spout.FirstPollOffsetStrategy;
 import org.apache.storm.kafka.spout.KafkaSpout;
 import org.apache.storm.kafka.spout.KafkaSpoutConfig;
 import org.apache.storm.kafka.spout.RecordTranslator;
+import org.apache.storm.policy.WaitStrategyPark;
 import org.apache.storm.topology.BasicOutputCollector;
 import org.apache.storm.topology.OutputFieldsDeclarer;
 import org.apache.storm.topology.TopologyBuilder;
@@ -23,17 +32,23 @@ import org.apache.storm.topology.base.BaseBasicBolt;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
 import org.apache.storm.tuple.Values;
+import org.apache.storm.utils.VersionInfo;
 
 /**
  * Reads JSON records from a Kafka topic, adds {@code engine="storm"} and {@code processed_ms}, and writes them
  * to a result topic with at-least-once delivery: the KafkaSpout (AT_LEAST_ONCE) commits an offset only after
  * its tuple tree is acked; the enrich bolt anchors its output to the input tuple; the KafkaBolt acks only when
- * the producer (acks=all) confirmed the write and fails the tuple otherwise; failed or timed-out tuples
+ * the producer confirmed the write and fails the tuple otherwise; failed or timed-out tuples
  * (topology.message.timeout.secs) are replayed by the spout.
  *
  * <p>Options: --bootstrap --input-topic --output-topic --group-id [--name streamlab-storm-&lt;input-topic&gt;]
- * [--workers 2] [--spout-parallelism W] [--bolt-parallelism W] [--message-timeout-s 30]
- * [--max-spout-pending 1000] [--ackers W] [--offset-commit-period-ms 30000]
+ * [--workers 2] [--spout-parallelism W] [--bolt-parallelism S] [--message-timeout-s 30]
+ * [--max-spout-pending 1000] [--ackers W] [--offset-commit-period-ms 30000] [--wait-strategy park|progressive]
+ * [--wait-park-us 100] and the sink options of {@link SinkSettings} (--sink-acks all --sink-linger-ms 5
+ * --sink-batch-size 65536 --sink-compression none --sink-idempotence true --sink-max-in-flight 5).
+ *
+ * <p>The settings the topology really runs with go into the topology configuration ({@link ReadBack} keys next
+ * to Storm's own), which Nimbus keeps: {@code storm-probe conf <name>} prints it.
  *
  * <p>Submitted like {@code storm jar} does: {@code java -cp <jar>:<storm>/lib-worker/* -Dstorm.jar=<jar>
  * -Dstorm.options=nimbus.seeds=["host"],nimbus.thrift.port=6627 streamlab.StormAtLeastOnceTopology ...}.
@@ -43,22 +58,27 @@ public final class StormAtLeastOnceTopology {
     static final String SPOUT_ID = "kafka-spout";
     static final String ENRICH_ID = "enrich";
     static final String SINK_ID = "kafka-bolt";
+    static final String WAIT_PARK = "park";
+    static final String WAIT_PROGRESSIVE = "progressive";
 
-    private static final Set<String> OPTIONS = Set.of(
+    private static final Set<String> OPTIONS = SinkSettings.withOptions(Set.of(
             "bootstrap", "input-topic", "output-topic", "group-id", "name", "workers", "spout-parallelism",
-            "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers", "offset-commit-period-ms");
+            "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers", "offset-commit-period-ms",
+            "wait-strategy", "wait-park-us"));
 
     private StormAtLeastOnceTopology() {}
 
     /** Parsed topology options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId, String name,
                    int workers, int spoutParallelism, int boltParallelism, int messageTimeoutS,
-                   int maxSpoutPending, int ackers, long offsetCommitPeriodMs) {
+                   int maxSpoutPending, int ackers, long offsetCommitPeriodMs, String waitStrategy,
+                   long waitParkUs, SinkSettings sink) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
             String inputTopic = args.required("input-topic");
             int workers = args.getInt("workers", 2);
+            int spoutParallelism = args.getInt("spout-parallelism", workers);
             Options o = new Options(
                     args.required("bootstrap"),
                     inputTopic,
@@ -66,12 +86,15 @@ public final class StormAtLeastOnceTopology {
                     args.required("group-id"),
                     args.get("name", "streamlab-storm-" + inputTopic),
                     workers,
-                    args.getInt("spout-parallelism", workers),
-                    args.getInt("bolt-parallelism", workers),
+                    spoutParallelism,
+                    args.getInt("bolt-parallelism", spoutParallelism),
                     args.getInt("message-timeout-s", 30),
                     args.getInt("max-spout-pending", 1000),
                     args.getInt("ackers", workers),
-                    args.getLong("offset-commit-period-ms", KafkaSpoutConfig.DEFAULT_OFFSET_COMMIT_PERIOD_MS));
+                    args.getLong("offset-commit-period-ms", KafkaSpoutConfig.DEFAULT_OFFSET_COMMIT_PERIOD_MS),
+                    args.getChoice("wait-strategy", WAIT_PARK, Set.of(WAIT_PARK, WAIT_PROGRESSIVE)),
+                    args.getLong("wait-park-us", 100),
+                    SinkSettings.from(args));
             if (o.workers < 1 || o.spoutParallelism < 1 || o.boltParallelism < 1 || o.messageTimeoutS < 1
                     || o.maxSpoutPending < 1 || o.offsetCommitPeriodMs < 1) {
                 throw new IllegalArgumentException("counts, timeouts and periods must be >= 1");
@@ -80,23 +103,121 @@ public final class StormAtLeastOnceTopology {
                 // Without ackers Storm acks every tuple on emit: no at-least-once.
                 throw new IllegalArgumentException("--ackers must be >= 1 for at-least-once");
             }
+            if (o.waitParkUs < 0) {
+                throw new IllegalArgumentException("--wait-park-us must be >= 0 (0 busy-spins)");
+            }
             return o;
         }
     }
 
+    /** What gets submitted: the topology and its configuration (Storm's keys and the streamlab.* read-back). */
+    record Submission(StormTopology topology, Config config) {}
+
     public static void main(String[] argv) throws Exception {
         Options options = Options.parse(argv);
-        StormSubmitter.submitTopologyWithProgressBar(options.name(), config(options), topology(options));
+        Submission submission = build(options);
+        StormSubmitter.submitTopologyWithProgressBar(options.name(), submission.config(), submission.topology());
     }
 
-    /** Topology configuration; worker heap (worker.heap.memory.mb, topology.worker.max.heap.size.mb) stays the cluster's. */
+    /** Builds the topology, then its configuration, and records in it what was built. */
+    static Submission build(Options options) {
+        KafkaSpoutConfig<String, String> spoutConfig = spoutConfig(options);
+        KafkaBolt<String, String> sink = sinkBolt(options);
+        StormTopology topology = topology(options, spoutConfig, sink);
+        Config conf = config(options);
+        conf.putAll(readBack(conf, topology, spoutConfig, producerConfig(sink)));
+        return new Submission(topology, conf);
+    }
+
+    /**
+     * Storm's own topology keys, which Storm enforces: workers, message timeout, max spout pending, ackers and,
+     * for {@code --wait-strategy park}, the spout/bolt/backpressure wait strategies. The worker heap
+     * (worker.heap.memory.mb, topology.worker.max.heap.size.mb) stays the cluster's.
+     */
     static Config config(Options options) {
         Config conf = new Config();
         conf.setNumWorkers(options.workers());
         conf.setMessageTimeoutSecs(options.messageTimeoutS());
         conf.setMaxSpoutPending(options.maxSpoutPending());
         conf.setNumAckers(options.ackers());
+        if (WAIT_PARK.equals(options.waitStrategy())) {
+            // WaitStrategyPark parks for <situation>.park.microsec (0 busy-spins) instead of Storm's default
+            // WaitStrategyProgressive, which spins before it sleeps.
+            String park = WaitStrategyPark.class.getName();
+            conf.put(Config.TOPOLOGY_SPOUT_WAIT_STRATEGY, park);
+            conf.put(Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC, options.waitParkUs());
+            conf.put(Config.TOPOLOGY_BOLT_WAIT_STRATEGY, park);
+            conf.put(Config.TOPOLOGY_BOLT_WAIT_PARK_MICROSEC, options.waitParkUs());
+            conf.put(Config.TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY, park);
+            conf.put(Config.TOPOLOGY_BACKPRESSURE_WAIT_PARK_MICROSEC, options.waitParkUs());
+        }
         return conf;
+    }
+
+    /** The {@code streamlab.*} entries, each taken from the built topology, spout config, producer or conf. */
+    static Map<String, String> readBack(Map<String, Object> conf, StormTopology topology,
+                                        KafkaSpoutConfig<?, ?> spoutConfig, Properties producerConfig) {
+        Properties build = ReadBack.buildProperties(StormAtLeastOnceTopology.class);
+        Bolt enrich = topology.get_bolts().get(ENRICH_ID);
+        Bolt sink = topology.get_bolts().get(SINK_ID);
+        Map<String, String> out = new LinkedHashMap<>();
+        out.put(ReadBack.ENGINE, ENGINE);
+        out.put(ReadBack.ENGINE_VERSION, VersionInfo.getVersion());
+        out.put(ReadBack.BUILD_ENGINE_VERSION, build.getProperty("engine.version"));
+        out.put(ReadBack.SOURCE_TASKS,
+                Integer.toString(topology.get_spouts().get(SPOUT_ID).get_common().get_parallelism_hint()));
+        out.put(ReadBack.PROCESS_TASKS, Integer.toString(enrich.get_common().get_parallelism_hint()));
+        out.put(ReadBack.SINK_TASKS, Integer.toString(sink.get_common().get_parallelism_hint()));
+        out.put(ReadBack.GROUPING, grouping(enrich, sink));
+        out.putAll(SinkSettings.describe(producerConfig));
+        // The KafkaBolt acks a tuple only in the producer callback of a successful write (fireAndForget=false).
+        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, ReadBack.AT_LEAST_ONCE);
+        out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
+        out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));
+        out.put(ReadBack.OFFSET_COMMIT_PERIOD_MS, Long.toString(spoutConfig.getOffsetsCommitPeriodMs()));
+        out.put(ReadBack.WAIT_STRATEGY, waitStrategy(conf));
+        if (WAIT_PARK.equals(out.get(ReadBack.WAIT_STRATEGY))) {
+            out.put(ReadBack.WAIT_PARK_US, String.valueOf(conf.get(Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC)));
+        }
+        return out;
+    }
+
+    /** The groupings of the spout -> enrich and enrich -> sink edges, named like TopologyBuilder's methods. */
+    static String grouping(Bolt enrich, Bolt sink) {
+        Set<String> names = new TreeSet<>();
+        List<Grouping> groupings = new ArrayList<>(enrich.get_common().get_inputs().values());
+        groupings.addAll(sink.get_common().get_inputs().values());
+        for (Grouping g : groupings) {
+            names.add(groupingName(g));
+        }
+        return String.join(", ", names);
+    }
+
+    static String groupingName(Grouping grouping) {
+        switch (grouping.getSetField()) {
+            case LOCAL_OR_SHUFFLE:
+                return "localOrShuffle";
+            case CUSTOM_OBJECT:
+            case CUSTOM_SERIALIZED:
+                return "custom";
+            default:
+                return grouping.getSetField().getFieldName().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    /** "park" when all three wait strategies are WaitStrategyPark, "progressive" when none is set (Storm's). */
+    static String waitStrategy(Map<String, Object> conf) {
+        List<Object> strategies = new ArrayList<>();
+        strategies.add(conf.get(Config.TOPOLOGY_SPOUT_WAIT_STRATEGY));
+        strategies.add(conf.get(Config.TOPOLOGY_BOLT_WAIT_STRATEGY));
+        strategies.add(conf.get(Config.TOPOLOGY_BACKPRESSURE_WAIT_STRATEGY));
+        if (strategies.stream().allMatch(WaitStrategyPark.class.getName()::equals)) {
+            return WAIT_PARK;
+        }
+        if (strategies.stream().allMatch(s -> s == null)) {
+            return WAIT_PROGRESSIVE;
+        }
+        return "mixed " + strategies;
     }
 
     static KafkaSpoutConfig<String, String> spoutConfig(Options options) {
@@ -110,26 +231,50 @@ public final class StormAtLeastOnceTopology {
                 .build();
     }
 
+    /** The shared sink settings plus this producer's bootstrap servers and (String) serializers. */
     static Properties producerProperties(Options options) {
-        Properties props = new Properties();
+        Properties props = options.sink().toProperties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, options.bootstrap());
-        props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         return props;
     }
 
-    static StormTopology topology(Options options) {
+    static KafkaBolt<String, String> sinkBolt(Options options) {
         KafkaBolt<String, String> sink = new KafkaBolt<String, String>()
                 .withProducerProperties(producerProperties(options))
                 .withTopicSelector(new DefaultTopicSelector(options.outputTopic()))
                 .withTupleToKafkaMapper(new FieldNameBasedTupleToKafkaMapper<>(
                         EnrichBolt.KEY, EnrichBolt.MESSAGE));
+        // Storm's defaults, made explicit: ack only in the callback of a successful send.
+        sink.setFireAndForget(false);
+        sink.setAsync(true);
+        return sink;
+    }
 
+    /** The producer properties the KafkaBolt holds (and serializes to its workers); a private field, so reflection. */
+    static Properties producerConfig(KafkaBolt<?, ?> sink) {
+        try {
+            Field field = KafkaBolt.class.getDeclaredField("boltSpecifiedProperties");
+            field.setAccessible(true);
+            return (Properties) field.get(sink);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("cannot read the KafkaBolt's producer properties back", e);
+        }
+    }
+
+    static StormTopology topology(Options options) {
+        return topology(options, spoutConfig(options), sinkBolt(options));
+    }
+
+    static StormTopology topology(Options options, KafkaSpoutConfig<String, String> spoutConfig,
+                                  KafkaBolt<String, String> sink) {
         TopologyBuilder builder = new TopologyBuilder();
-        builder.setSpout(SPOUT_ID, new KafkaSpout<>(spoutConfig(options)), options.spoutParallelism());
+        builder.setSpout(SPOUT_ID, new KafkaSpout<>(spoutConfig), options.spoutParallelism());
+        // Local-or-shuffle on both edges: a tuple stays in its worker when that worker runs the next component
+        // (as Flink's chained source -> map -> sink does), and only crosses workers when it does not.
         builder.setBolt(ENRICH_ID, new EnrichBolt(), options.boltParallelism())
-                .shuffleGrouping(SPOUT_ID);
+                .localOrShuffleGrouping(SPOUT_ID);
         builder.setBolt(SINK_ID, sink, options.boltParallelism())
                 .localOrShuffleGrouping(ENRICH_ID);
         return builder.createTopology();
