@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -63,6 +64,20 @@ def bootstrap_servers(text: str) -> list[str]:
     if not servers:
         raise argparse.ArgumentTypeError("no broker given; expected HOST:PORT[,HOST:PORT...]")
     return servers
+
+
+CONFIG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def config_setting(text: str) -> tuple[str, str]:
+    """KEY=VALUE (a Kafka topic setting) -> (KEY, VALUE); both parts must be there."""
+    key, equals, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not equals or not CONFIG_KEY.fullmatch(key) or not value:
+        raise argparse.ArgumentTypeError(
+            f"must be KEY=VALUE, e.g. message.timestamp.type=LogAppendTime, got {text!r}"
+        )
+    return key, value
 
 
 def new_output_file(text: str) -> Path:

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 REPLY = struct.Struct("!q")
+# A timed-out recvfrom raises socket.timeout, which is TimeoutError only from Python 3.10 on;
+# the hosts may run 3.9.
+RECV_TIMEOUT = (TimeoutError, socket.timeout)
 
 
 def serve(bind: str, port: int, port_file: Path | None, duration_s: float) -> None:
@@ -37,7 +40,7 @@ def serve(bind: str, port: int, port_file: Path | None, duration_s: float) -> No
             sock.settimeout(left)
             try:
                 _, peer = sock.recvfrom(64)
-            except TimeoutError:
+            except RECV_TIMEOUT:
                 break
             sock.sendto(REPLY.pack(time.time_ns()), peer)
 
@@ -54,7 +57,7 @@ def measure(server: str, samples: int, timeout_s: float) -> dict[str, float | in
             sock.sendto(b"t", (host, int(port)))
             try:
                 data, _ = sock.recvfrom(64)
-            except TimeoutError:
+            except RECV_TIMEOUT:
                 continue
             received = time.time_ns()
             (driver_ns,) = REPLY.unpack(data)

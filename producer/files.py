@@ -49,6 +49,32 @@ class AtomicOutput:
         os.replace(self.part, self.final)
 
 
+class LineOutput:
+    """Whole lines appended with one OS write() per batch, readable by others as they go.
+
+    Unbuffered: what write_lines() returns with is in the OS page cache, so a reader (or a
+    crash) sees every batch written so far; a kill during a write can cut only the last line.
+    Published under the final name by commit(), after one fsync.
+    """
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.part = part_path(final)
+        self._fd = os.open(self.part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write_lines(self, text: str) -> None:
+        """Append text (whole lines) with one write() call, repeated only for a short write."""
+        data = memoryview(text.encode())
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+    def commit(self) -> None:
+        """Make the content durable, then publish it under the final name."""
+        os.fsync(self._fd)
+        os.close(self._fd)
+        os.replace(self.part, self.final)
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write data as indented JSON, atomically."""
     output = AtomicOutput(path)

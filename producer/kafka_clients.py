@@ -45,10 +45,23 @@ def describe_producer(idempotence: bool) -> dict[str, object]:
 
 def open_producer(bootstrap: list[str], topic: str, idempotence: bool) -> KafkaProducer:
     """A connected producer that already knows the topic's partitions."""
+    return _connected_producer(
+        bootstrap, topic, {"enable_idempotence": idempotence, **PRODUCER_SETTINGS}
+    )
+
+
+def open_probe_producer(bootstrap: list[str], topic: str) -> KafkaProducer:
+    """A producer for the readiness probe (acks=all, no lingering) that knows topic's partitions."""
+    return _connected_producer(
+        bootstrap, topic, PRODUCER_SETTINGS | {"linger_ms": 0, "client_id": "streamlab-probe"}
+    )
+
+
+def _connected_producer(
+    bootstrap: list[str], topic: str, settings: dict[str, object]
+) -> KafkaProducer:
     try:
-        producer = KafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=idempotence, **PRODUCER_SETTINGS
-        )
+        producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
     except KafkaError as error:
         raise StartupError(f"cannot reach Kafka at {','.join(bootstrap)}: {error!r}") from error
     try:

@@ -2,6 +2,9 @@
 
 python -m producer.produce --bootstrap H:9092 --topic T --count N --rate R --seed S \\
     --out DIR/produced.jsonl [--progress-interval 2] [--no-idempotence]
+
+Each message's line goes to DIR/produced.jsonl.part as soon as its outcome is known (see
+outcomes.py); at the end the file is renamed to produced.jsonl, after produced.summary.json.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from typing import Any, Protocol
 
 from producer import arguments
 from producer.clock import NS_PER_MS, NS_PER_S, Clock, SystemClock
-from producer.delivery import DeliveryLog, produced_lines
-from producer.files import AtomicOutput, summary_path, write_json
+from producer.delivery import DeliveryLog
+from producer.files import summary_path, write_json
 from producer.messages import SensorMessages
+from producer.outcomes import NoWriter, PeriodicWriter, ProducedWriter, flush_while_writing
 from producer.progress import Progress
 from producer.schedule import Schedule
 from producer.signals import StopSignals
@@ -29,6 +33,7 @@ from producer.stats import lag_summary_ms
 # A long wait for a slot is cut into pieces so that SIGTERM is noticed promptly.
 MAX_SLEEP_NS = NS_PER_S // 5
 EXIT_OK, EXIT_CANNOT_RUN, EXIT_UNACKED = 0, 1, 3
+NO_WRITER = NoWriter()
 
 
 class SendFuture(Protocol):
@@ -57,13 +62,20 @@ class ProduceSettings:
     seed: int
 
 
-def wait_for_slot(clock: Clock, slot_ns: int, stop: StopSignals) -> None:
-    """Sleep until slot_ns, or return early on a stop signal; at once when behind schedule."""
+def wait_for_slot(
+    clock: Clock, slot_ns: int, stop: StopSignals, writer: PeriodicWriter = NO_WRITER
+) -> None:
+    """Sleep until slot_ns, or return early on a stop signal; at once when behind schedule.
+
+    While it waits, the writer still writes resolved lines when it is due.
+    """
     while not stop.received:
         now = clock.now_ns()
         if now >= slot_ns:
             return
-        clock.sleep_until(min(slot_ns, now + MAX_SLEEP_NS))
+        if now >= writer.due_ns:
+            writer.write_resolved(now)
+        clock.sleep_until(min(slot_ns, now + MAX_SLEEP_NS, writer.due_ns))
 
 
 def send_on_schedule(
@@ -74,23 +86,27 @@ def send_on_schedule(
     clock: Clock,
     progress: Progress,
     stop: StopSignals,
+    writer: PeriodicWriter = NO_WRITER,
 ) -> None:
     """Send messages 1..count, each at its slot or, when behind, as soon as possible.
 
     Nothing is skipped and the slots never move: a stall shows up as send lag
     (sent - intended) of the messages after it, not as a shifted schedule. Messages carry no
     key, so kafka-python's sticky partitioner fills one batch at a time instead of hashing
-    each key: about a fifth more throughput on the test hosts.
+    each key: about a fifth more throughput on the test hosts. The writer gets a turn
+    whenever it is due, between sends and while waiting for a slot.
     """
     messages = SensorMessages(settings.seed)
     describe = partial(live_status, log, schedule, clock)
     for msg_id in range(1, settings.count + 1):
         slot_ns = schedule.slot_ns(msg_id)
         value = messages.encode(msg_id, slot_ns)
-        wait_for_slot(clock, slot_ns, stop)
+        wait_for_slot(clock, slot_ns, stop, writer)
         if stop.received:
             return
         sent_ns = clock.now_ns()
+        if sent_ns >= writer.due_ns:
+            writer.write_resolved(sent_ns)
         log.record_send(msg_id, sent_ns)
         try:
             future = sender.send(settings.topic, value=value)
@@ -150,25 +166,25 @@ def run_producer(
     stop: StopSignals,
     client: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Send, wait for every acknowledgement, write produced.jsonl and its summary.
+    """Send, wait for every acknowledgement, then publish produced.jsonl beside its summary.
 
-    client describes the Kafka client (version, settings) for the summary.
+    produced.jsonl.part grows as outcomes arrive (see outcomes.py); at the end it gets a line
+    for every message never resolved. client describes the Kafka client for the summary.
     """
     log = DeliveryLog(settings.count)
     schedule = Schedule(clock.now_ns(), settings.rate)
+    writer = ProducedWriter(out, log, schedule, clock)
     try:
-        send_on_schedule(sender, settings, schedule, log, clock, progress, stop)
+        send_on_schedule(sender, settings, schedule, log, clock, progress, stop, writer)
     finally:
-        sender.flush()
+        flush_while_writing(sender, writer)
         sender.close()
     end_ns = clock.now_ns()
     progress.close(log.sent, live_status(log, schedule, clock))
-    output = AtomicOutput(out)
-    for line in produced_lines(log, schedule):
-        output.write(line)
+    writer.write_unresolved()
     summary = summarize(settings, schedule, log, end_ns, stop) | {"client": client or {}}
     write_json(summary_path(out), summary)
-    output.commit()  # last: the collector takes the final name as "the producer is done"
+    writer.commit()  # last: the collector takes the final name as "the producer is done"
     return summary
 
 

@@ -50,14 +50,17 @@ def raw_text(value: bytes | None) -> str:
     return value[: RAW_LIMIT * 4].decode("utf-8", errors="replace")[:RAW_LIMIT]
 
 
-def received_line(result: ResultValue, recv_ms: int, partition: int, offset: int) -> str:
-    """One received.jsonl line."""
+def received_line(
+    result: ResultValue, recv_ms: int, partition: int, offset: int, broker_ms: int | None = None
+) -> str:
+    """One received.jsonl line; broker_ms is the record's LogAppendTime timestamp, if it has one."""
     row: dict[str, Any] = {
         "msg_id": result.msg_id,
         "recv_ms": recv_ms,
         "partition": partition,
         "offset": offset,
         "processed_ms": result.processed_ms,
+        "broker_ms": broker_ms,
     }
     if result.raw is not None:
         row["raw"] = result.raw

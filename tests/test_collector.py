@@ -12,7 +12,8 @@ from kafka.structs import TopicPartition
 
 from producer import collect
 from producer.clock import SimulatedClock
-from producer.collect import CollectSettings, run_collector, stop_reason
+from producer.collect import CollectSettings, run_collector
+from producer.drain import DrainSettings, DrainView, Stop, decide
 from producer.idset import DENSE_LIMIT, IdSet
 from producer.produced_file import ProducedFile
 from producer.progress import Progress
@@ -23,7 +24,7 @@ from producer.tally import Tally
 MS = 1_000_000
 SECOND = 1_000_000_000
 TOPIC = "results"
-RECEIVED_FIELDS = ["msg_id", "recv_ms", "partition", "offset", "processed_ms"]
+RECEIVED_FIELDS = ["msg_id", "recv_ms", "partition", "offset", "processed_ms", "broker_ms"]
 
 
 def result(msg_id, processed_ms=None):
@@ -216,33 +217,41 @@ def test_a_long_malformed_value_is_truncated():
     assert parse_result(b"x" * 5000).raw == "x" * RAW_LIMIT
 
 
-# --- stop rule --------------------------------------------------------------------------
+# --- stop rule (without a consumer group: the rule before lag samples) --------------------
 
 
-def finished_tally(missing):
-    tally = Tally()
-    tally.add_acked([1, 2])
-    tally.finish_producer()
-    tally.record(1)
-    if not missing:
-        tally.record(2)
-    return tally
+def view(done_s=None, quiet_since_s=0, missing=0):
+    done_ns = None if done_s is None else done_s * SECOND
+    return DrainView(0, done_ns, quiet_since_s * SECOND, missing)
 
 
 @pytest.mark.parametrize(
-    "tally,now_s,quiet_since_s,expected",
+    "state,now_s,expected",
     [
-        (finished_tally(missing=False), 20, 10, "complete"),
-        (finished_tally(missing=False), 19.9, 10, None),  # quiet for 9.9 s only
-        (finished_tally(missing=True), 20, 10, None),  # id 2 has not arrived
-        (Tally(), 20, 0, None),  # producer still running
-        (finished_tally(missing=True), 600, 10, "timeout"),
-        (Tally(), 600, 599, "timeout"),
+        (view(done_s=5, quiet_since_s=10), 20, Stop("complete")),
+        (view(done_s=5, quiet_since_s=10), 19.9, None),  # quiet for 9.9 s only
+        (view(done_s=5, quiet_since_s=10, missing=1), 20, None),  # an acked id has not arrived
+        (view(quiet_since_s=0), 20, None),  # producer still running
+        (
+            view(done_s=590, quiet_since_s=590, missing=1),
+            600,
+            Stop("timeout", "1 acknowledged id never arrived"),
+        ),
+        (
+            view(quiet_since_s=599),
+            600,
+            Stop("timeout", "the producer never finished (produced.jsonl did not appear)"),
+        ),
+        (
+            view(done_s=5, quiet_since_s=10, missing=2),
+            305,
+            Stop("drain_timeout", "2 acknowledged ids never arrived"),
+        ),
     ],
 )
-def test_stop_rule(tally, now_s, quiet_since_s, expected):
-    settings = CollectSettings(TOPIC, quiet_s=10, timeout_s=600)
-    assert stop_reason(tally, now_s * SECOND, 0, quiet_since_s * SECOND, settings) == expected
+def test_stop_rule(state, now_s, expected):
+    settings = DrainSettings(quiet_s=10, timeout_s=600, drain_timeout_s=300)
+    assert decide(state, int(now_s * SECOND), settings) == expected
 
 
 # --- the collector on a scripted consumer -----------------------------------------------
@@ -287,6 +296,7 @@ def test_collector_records_everything_and_stops_once_all_acked_ids_arrived(tmp_p
         "partition": 2,
         "offset": 0,
         "processed_ms": None,
+        "broker_ms": None,  # the fake's records carry CreateTime 0, not a broker timestamp
         "raw": "garbage",
     }
     assert rows[0]["processed_ms"] == 111 and rows[1]["processed_ms"] is None

@@ -1,0 +1,190 @@
+"""Steady-state figures: exact nearest-rank latency percentiles after the warm-up, output rate,
+and the overload flag from the backlog's trend."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from producer.lagsampler import LagSample
+from producer.steady import (
+    ArrivalTimes,
+    latency_figures,
+    latency_histogram,
+    least_squares_slope,
+    nearest_rank,
+    output_rate,
+    overload,
+    steady_figures,
+)
+
+T0 = 1_734_258_123_000  # intended_ms of message 1
+
+
+def brute_force_percentile(values, p):
+    """The definition: the smallest L such that at least p % of the values are <= L."""
+    ordered = sorted(values)
+    return next(v for v in ordered if sum(1 for x in ordered if x <= v) * 100 >= p * len(ordered))
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 1000, 1001])
+def test_nearest_rank_matches_the_definition_exactly_even_at_p99_9(n):
+    rng = random.Random(n)
+    values = [rng.randint(0, 50) for _ in range(n)]
+    counts = Counter(values)
+    for name, per_mille in (("p50", 500), ("p90", 900), ("p99", 990), ("p99.9", 999)):
+        assert nearest_rank(counts, per_mille) == brute_force_percentile(values, per_mille / 10), (
+            name
+        )
+    # 1000 values 1..1000: p99.9 is the 999th; 1001 values: the 1000th (rank ceil(999.999)).
+    assert nearest_rank(Counter(range(1, 1001)), 999) == 999
+    assert nearest_rank(Counter(range(1, 1002)), 999) == 1000
+
+
+def run_times(latencies, first=1, acked=None, warmup_ids=0):
+    """ArrivalTimes for ids first.. with 10 ms slots and the given latencies (None: lost)."""
+    times = ArrivalTimes()
+    for offset, latency in enumerate(latencies):
+        msg_id = first + offset
+        intended = T0 + (msg_id - 1) * 10
+        times.produced(msg_id, intended, acked is None or msg_id in acked)
+        if latency is not None:
+            times.first_delivery(msg_id, intended + latency)
+    return times
+
+
+def test_latency_leaves_out_the_warm_up_unacked_and_lost_ids():
+    # ids 1..100 (warm-up: the first second, ids 1..100 at 10 ms slots), then 101..200.
+    latencies = [5000] * 100 + [10 + i % 7 for i in range(100)]
+    latencies[150] = None  # id 151 lost
+    acked = set(range(1, 201)) - {160}  # id 160 arrived but was never acked
+    times = run_times(latencies, acked=acked)
+    start = times.steady_start_ms(warmup_s=1.0)
+    assert start == T0 + 1000
+    counts = latency_histogram(times, start)
+    expected = [10 + i % 7 for i in range(100) if i + 101 not in (151, 160)]
+    assert counts == Counter(expected)
+    figures = latency_figures(counts, 1.0)
+    assert figures == {
+        "warmup_s": 1.0,
+        "messages": 98,
+        "p50": brute_force_percentile(expected, 50),
+        "p90": brute_force_percentile(expected, 90),
+        "p99": 16,
+        "p99.9": 16,
+        "max": 16,
+        "mean": round(sum(expected) / 98, 3),
+    }
+
+
+def test_produced_lines_in_any_order_give_the_same_figures():
+    latencies = [20 + i % 13 for i in range(300)]
+    ordered = run_times(latencies)
+    shuffled = ArrivalTimes()
+    ids = list(range(1, 301))
+    random.Random(3).shuffle(ids)
+    for msg_id in ids:
+        shuffled.produced(msg_id, T0 + (msg_id - 1) * 10, True)
+    for msg_id in range(1, 301):
+        shuffled.first_delivery(msg_id, T0 + (msg_id - 1) * 10 + latencies[msg_id - 1])
+    assert shuffled.first_intended_ms == ordered.first_intended_ms == T0
+    start = ordered.steady_start_ms(0.5)
+    assert latency_histogram(shuffled, start) == latency_histogram(ordered, start)
+
+
+def test_no_steady_messages_gives_null_figures():
+    assert latency_figures(Counter(), 10.0) == {
+        "warmup_s": 10.0,
+        "messages": 0,
+        "p50": None,
+        "p90": None,
+        "p99": None,
+        "p99.9": None,
+        "max": None,
+        "mean": None,
+    }
+
+
+def test_output_rate_counts_first_deliveries_from_the_steady_start():
+    times = run_times([100] * 1000)  # 100 msg/s in, each out 100 ms later
+    start = times.steady_start_ms(2.0)  # T0 + 2000
+    rate = output_rate(times, start)
+    # First deliveries from T0+2000 to the last at T0+9990+100: ids 191..1000.
+    assert rate["first_deliveries"] == 810
+    assert rate["window_ms"] == [T0 + 2000, T0 + 10090]
+    assert rate["messages_per_s"] == round(810 * 1000 / 8090, 3)
+    assert output_rate(ArrivalTimes(), None)["messages_per_s"] is None
+
+
+def test_least_squares_slope():
+    assert least_squares_slope([(0, 1), (1, 3), (2, 5), (3, 7)]) == pytest.approx(2.0)
+    assert least_squares_slope([(0, 10), (1, 12), (2, 9), (3, 11)]) == pytest.approx(0.0, abs=0.31)
+    assert least_squares_slope([(1, 1), (1, 2)]) is None
+    assert least_squares_slope([(1, 1)]) is None
+
+
+def samples(backlogs, t0=T0, step_ms=1000, lag=None):
+    """Samples of one partition whose input end is `backlog` ahead of the result end."""
+    return [
+        LagSample(
+            t0 + i * step_ms,
+            (0,),
+            (10_000 + b,),
+            (None if lag is None else 10_000 + b - lag,),
+            (10_000,),
+        )
+        for i, b in enumerate(backlogs)
+    ]
+
+
+def test_a_growing_backlog_flags_an_overloaded_job():
+    window = (T0, T0 + 10_000)
+    growing = samples([i * 500 for i in range(11)], lag=3)  # +500 records a second
+    flagged = overload(growing, window, rate=20_000.0)
+    assert flagged["overloaded"] is True
+    assert flagged["backlog_slope_per_s"] == pytest.approx(500.0)
+    assert flagged["threshold_per_s"] == 200.0  # 1 % of 20,000 msg/s
+    assert (flagged["backlog_first"], flagged["backlog_last"], flagged["backlog_max"]) == (
+        0,
+        5000,
+        5000,
+    )
+    assert flagged["samples"] == 11 and flagged["window_ms"] == [T0, T0 + 10_000]
+    assert flagged["lag_max"] == 3
+    assert "grew 500.0 msg/s over 11 samples, above the threshold 200 msg/s" in flagged["reason"]
+
+
+def test_a_backlog_that_wobbles_is_not_overload_and_slow_rates_get_the_floor():
+    steady = samples([40, 60, 50, 45, 55, 50, 52, 48])
+    result = overload(steady, (T0, T0 + 7000), rate=300.0)
+    assert result["overloaded"] is False
+    assert result["threshold_per_s"] == 10.0  # max(1 % of 300, 10)
+    assert result["lag_max"] is None  # no committed offsets sampled
+
+
+def test_samples_outside_the_window_and_failed_ones_do_not_count():
+    inside = samples([0, 1, 2, 3], t0=T0 + 1000)
+    outside = samples([9999, 9999], t0=T0 + 60_000)
+    failed = [LagSample(T0 + 1500, error="KafkaTimeoutError")]
+    result = overload(inside + failed + outside, (T0, T0 + 10_000), rate=1000.0)
+    assert result["overloaded"] is None and result["samples"] == 4
+    assert result["reason"] == f"4 lag samples in the steady window [{T0}, {T0 + 10000}], 5 needed"
+    missing = overload(inside, None, None)
+    assert missing["overloaded"] is None and "producer's files are missing" in missing["reason"]
+
+
+def test_steady_figures_put_it_together_with_the_producers_send_lag():
+    times = run_times([30] * 2000)  # 100 msg/s for 20 s
+    produced = {"end_ms": T0 + 20_000, "rate": 100.0, "send_lag_ms": {"p50": 0.1}}
+    lag = samples([5] * 15, t0=T0 + 5000)
+    figures = steady_figures(times, 10.0, produced, lag)
+    assert figures["latency_ms"]["messages"] == 1000  # ids 1001..2000
+    assert figures["latency_ms"]["p99.9"] == 30
+    assert figures["latency_ms"]["steady_start_ms"] == T0 + 10_000
+    assert figures["send_lag_ms"] == {"p50": 0.1}
+    assert figures["overload"]["window_ms"] == [T0 + 10_000, T0 + 20_000]
+    assert figures["overload"]["samples"] == 10 and figures["overload"]["overloaded"] is False
+    nothing = steady_figures(ArrivalTimes(), 10.0, None, [])
+    assert nothing["latency_ms"]["messages"] == 0 and nothing["send_lag_ms"] is None
