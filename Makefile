@@ -14,7 +14,8 @@ DEMO_ENGINES ?= flink storm
 DEMO_RUN ?= -e count=20000 -e rate=2000
 LAB_HOSTS ?= 3
 
-.PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment clean
+.PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment \
+	bench-engines clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -75,6 +76,10 @@ bench: setup
 # Needs converged test hosts (make lab, then site.yml or make test).
 bench-experiment: setup
 	$(PY) bench/experiment_timing.py
+
+# Needs converged test hosts: each engine's latency over repetitions, and its sustainable rate.
+bench-engines: setup
+	$(PY) bench/engine_figures.py
 
 clean:
 	rm -rf $(VENV) .collections

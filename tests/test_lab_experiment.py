@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import urllib.request
 import uuid
 from pathlib import Path
@@ -10,7 +11,15 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from conftest import LAB_INVENTORY, run_playbook, set_daemon, storm_probe, wait_until
+from conftest import (
+    LAB_INVENTORY,
+    on_lab_host,
+    role_default,
+    run_playbook,
+    set_daemon,
+    storm_probe,
+    wait_until,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -35,6 +44,22 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+# The same names, with the same values, in both engines' run.json `settings`, as each engine
+# reported them (Flink's REST job configuration, Storm's topology configuration from Nimbus).
+EQUAL_FOOTING = {
+    "source_tasks": 4,
+    "sink.acks": "all",
+    "sink.linger_ms": 5,
+    "sink.batch_size": 65536,
+    "sink.compression": "none",
+    "sink.idempotence": True,
+    "sink.max_in_flight": 5,
+}
+WARMUP_S = 4
+# Where the driver host (node1) keeps each run's files while it runs (driver_runs_dir).
+DRIVER_RUNS = "/var/lib/streamlab/runs"
+
+
 @pytest.mark.parametrize("engine", ["flink", "storm"])
 def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp_path, engine):
     results = tmp_path / "results"
@@ -46,6 +71,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
             "engine": engine,
             "count": COUNT,
             "rate": RATE,
+            "warmup_s": WARMUP_S,
             "run_id": run_id,
             "experiment_results_dir": str(results),
         },
@@ -53,26 +79,54 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
     )
     assert run.rc == 0, run.output[-6000:]
     out = results / run_id
+    assert f"run {run_id} ({engine}, fault=none): complete" in run.output
 
     produced = read_jsonl(out / "produced.jsonl")
-    assert [p["msg_id"] for p in produced] == list(range(1, COUNT + 1))
+    assert sorted(p["msg_id"] for p in produced) == list(range(1, COUNT + 1))
     assert all(p["acked"] for p in produced)
     assert all(p["sent_ms"] >= p["intended_ms"] for p in produced)
     received = read_jsonl(out / "received.jsonl")
     assert {r["msg_id"] for r in received} == set(range(1, COUNT + 1))
     assert all(isinstance(r["processed_ms"], int) and r["offset"] >= 0 for r in received)
+    # The result topic keeps the brokers' append time: engine latency and collector lag apart.
+    assert all(r["processed_ms"] - 1000 <= r["broker_ms"] <= r["recv_ms"] + 1000 for r in received)
     assert (out / "faults.jsonl").read_text() == ""
 
     record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "complete", record["incomplete_reasons"]
     assert record["engine"] == engine and record["fault"] == "none"
-    assert record["parameters"]["count"] == COUNT and record["parameters"]["rate"] == RATE
-    assert record["parameters"]["partitions"] == 4
+    parameters = record["parameters"]
+    assert (parameters["count"], parameters["rate"], parameters["warmup_s"]) == (
+        COUNT,
+        RATE,
+        WARMUP_S,
+    )
+    assert parameters["partitions"] == 4
+    # The probe crossed every partition before the producer started, with ids that are no message.
+    assert record["probe"]["ready"] and len(record["probe"]["per_partition"]) == 4
+    assert all(msg_id < 0 for msg_id in record["probe"]["probe_ids"])
+    settings = record["settings"]
+    assert {name: settings.get(name) for name in EQUAL_FOOTING} == EQUAL_FOOTING
+    assert settings["kafka_clients_version"] == record["versions"][f"{engine}_kafka_clients"]
+    if engine == "flink":
+        assert record["settings_read_from"]["checkpoint_interval_ms"].startswith("flink-checkpoint")
+        assert settings["checkpoint_interval_ms"] == 5000
+        assert settings["tolerable_failed_checkpoints"] == 3
+        assert settings["checkpointing_mode"] == "at_least_once"
+    else:
+        assert record["settings_read_from"]["message_timeout_s"].startswith("storm-topology-conf")
+        assert (settings["workers"], settings["message_timeout_s"]) == (2, 30)
+        assert settings["offset_commit_period_ms"] == 5000
+        assert settings["spout_wait_strategy"] == "org.apache.storm.policy.WaitStrategyPark"
+        assert settings["grouping"] == "localOrShuffle"
+    assert record["drain"]["stop_reason"] == "complete"
     assert len(record["kit_commit"]) == 40
-    assert record["versions"]["kafka"] == "4.1.1"
-    assert record["versions"][engine] == {"flink": "2.2.1", "storm": "2.8.3"}[engine]
+    assert record["versions"]["kafka"] == role_default("kafka", "kafka_version")
+    assert record["versions"][engine] == role_default(engine, f"{engine}_version")
     assert record["versions"]["engine"] == record["versions"][engine]
     assert sorted(h["name"] for h in record["hosts"]) == ["node1", "node2", "node3"]
-    assert all(abs(h["clock_offset_ms"]) < 50 for h in record["hosts"])
+    for host in record["hosts"]:
+        assert abs(host["clock_offset_ms"]) < 50 and abs(host["clock_offset_end_ms"]) < 50
     assert {h["os"].split()[0] for h in record["hosts"]} == {"Debian"}
     assert record["start_ms"] < record["end_ms"]
     summary = json.loads((out / "received.summary.json").read_text())
@@ -80,6 +134,20 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
     # The producer ran with kafka-python's checksums in C: the pinned crc32c wheel fits the host.
     client = json.loads((out / "produced.summary.json").read_text())["client"]
     assert client["crc32c"] == "C extension" and record["versions"]["crc32c"] == "2.9.post0"
+
+    # The first summary: steady-state latency over the messages after the warm-up, the overload
+    # flag from the lag sampled every second.
+    first = json.loads((out / "first-summary.json").read_text())
+    latency = first["latency_ms"]
+    assert latency["warmup_s"] == WARMUP_S
+    assert 0 < latency["messages"] < COUNT
+    assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
+    assert first["overload"]["overloaded"] in (True, False)
+    assert first["send_lag_ms"]["p99"] >= 0
+    lag = read_jsonl(out / "engine" / "lag.jsonl")
+    assert len(lag) >= 10 and all(
+        len(line["input_end"]) == 4 for line in lag if "error" not in line
+    )
 
     logs = {p.name for p in (out / "engine" / "logs").iterdir()}
     assert logs == {"node1.log", "node2.log", "node3.log"}
@@ -94,6 +162,68 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
         assert hosts == {converged["node2"], converged["node3"]}
         assert topology["spout_acked"] > 0
         assert storm_probe(converged, "cluster")["topologies"] == []
+
+
+def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(converged, tmp_path):
+    """Nimbus dies while the topology runs: the run is recorded, marked incomplete, and says why."""
+    results = tmp_path / "results"
+    run_id = f"test-unstoppable-{uuid.uuid4().hex[:8]}"
+    topology = f"streamlab-{run_id}"
+    outcome: dict[str, object] = {}
+    worker = threading.Thread(
+        target=lambda: outcome.update(
+            run=run_playbook(
+                "experiment.yml",
+                LAB_INVENTORY,
+                extravars={
+                    "engine": "storm",
+                    "count": 10_000,
+                    "rate": RATE,
+                    "warmup_s": 1,
+                    "run_id": run_id,
+                    "experiment_results_dir": str(results),
+                },
+                tmp_path=tmp_path,
+            )
+        )
+    )
+    worker.start()
+    try:
+        # Once the producer runs (the probe has crossed the topology), Nimbus goes.
+        wait_until(
+            lambda: (
+                on_lab_host(
+                    converged["node1"], "test", "-e", f"{DRIVER_RUNS}/{run_id}/producer.log"
+                ).returncode
+            ),
+            lambda code: code == 0,
+            "the run's producer started",
+            timeout_s=240,
+        )
+        set_daemon("storm-nimbus", "killed", "node1", tmp_path)
+        worker.join(timeout=600)
+        assert not worker.is_alive()
+    finally:
+        set_daemon("storm-nimbus", "started", "node1", tmp_path)
+        wait_until(
+            lambda: storm_probe(converged, "cluster"),
+            lambda seen: len(seen["supervisors"]) == 2,
+            "Nimbus back",
+            retry_on=(OSError, ValueError),
+        )
+        on_lab_host(converged["node1"], "/opt/streamlab/bin/storm-probe", "kill", topology, "0")
+    run = outcome["run"]
+    assert run.rc != 0
+    out = results / run_id
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "incomplete"
+    reasons = " ".join(record["incomplete_reasons"])
+    assert "stopping the job failed" in reasons and topology in reasons, reasons
+    # Everything the run produced was fetched before the stop was tried.
+    produced = read_jsonl(out / "produced.jsonl")
+    assert len(produced) == 10_000
+    assert {r["msg_id"] for r in read_jsonl(out / "received.jsonl")} == set(range(1, 10_001))
+    assert json.loads((out / "first-summary.json").read_text())["status"] == "incomplete"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Write a run's run.json, faults.jsonl and first-summary.json from what the playbook gathered.
+
+    run_record.py --result-dir RESULTS/RUN_ID < facts.json
+
+facts.json (one JSON object, built by roles/experiment/tasks/record.yml): the run's identity and
+parameters, hosts and their facts, clock readings at the start and the end, the readiness probe,
+the faults injected, component links per host, the driver's wheel versions, exit codes, and the
+failures of the playbook's steps. The program also reads the producer's and the collector's
+summaries and the engine's read-back configuration from the result directory. It prints the
+summary lines the playbook shows. Files are replaced atomically, so a second call (after a later
+step failed) leaves a consistent directory. docs/results.md describes every field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SETTINGS_PREFIX = "streamlab."
+COMPONENTS = ("zookeeper", "kafka", "flink", "storm", "spark")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    part = path.with_name(path.name + ".part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from path, or None when it is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def installed_components(links: Mapping[str, Sequence[str]]) -> dict[str, dict[str, str]]:
+    """host -> component -> installed directory, from `component directory` lines per host."""
+    return {
+        host: dict(line.split(" ", 1) for line in lines if " " in line)
+        for host, lines in links.items()
+    }
+
+
+def component_versions(installed: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """component -> version, from the first host running it (<name>-<version>-<source>-<hash>)."""
+    versions: dict[str, str] = {}
+    for components in installed.values():
+        for name, directory in components.items():
+            parts = directory.split("-")
+            if name not in versions and len(parts) > 1:
+                versions[name] = parts[1]
+    return versions
+
+
+def clock_reading(raw: str | None) -> dict[str, Any]:
+    """The clock probe's JSON line, or {} when the host did not answer."""
+    if not raw:
+        return {}
+    try:
+        reading = json.loads(raw.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {}
+    return reading if isinstance(reading, dict) else {}
+
+
+def host_entries(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
+    host_facts = facts["hosts"]
+    clocks = facts.get("clocks") or {}
+    entries = []
+    for name in sorted(host_facts["address"]):
+        start = clock_reading((clocks.get("start") or {}).get(name))
+        end = clock_reading((clocks.get("end") or {}).get(name))
+        entries.append(
+            {
+                "name": name,
+                "address": host_facts["address"][name],
+                "os": " ".join(
+                    (host_facts["distribution"][name], host_facts["distribution_version"][name])
+                ),
+                "os_family": host_facts["os_family"][name],
+                "arch": host_facts["architecture"][name],
+                "roles": host_facts["groups"][name],
+                "clock_offset_ms": start.get("offset_ms"),
+                "clock_offset_error_ms": half(start.get("rtt_ms")),
+                "clock_offset_end_ms": end.get("offset_ms"),
+                "clock_offset_end_error_ms": half(end.get("rtt_ms")),
+            }
+        )
+    return entries
+
+
+def half(value: float | None) -> float | None:
+    return None if value is None else round(value / 2, 3)
+
+
+def prefixed_settings(config: Any) -> dict[str, Any]:
+    """Every `streamlab.<name>` key anywhere in the engine's configuration, as name -> value."""
+    found: dict[str, Any] = {}
+    if isinstance(config, dict):
+        for key, value in config.items():
+            if isinstance(key, str) and key.startswith(SETTINGS_PREFIX):
+                found[key[len(SETTINGS_PREFIX) :]] = typed(value)
+            else:
+                found.update(prefixed_settings(value))
+    elif isinstance(config, list):
+        for value in config:
+            found.update(prefixed_settings(value))
+    return found
+
+
+def typed(value: Any) -> Any:
+    """Configuration values often come back as strings: give numbers and booleans their type."""
+    if not isinstance(value, str):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def lookup(data: Any, keys: Iterable[Any]) -> Any:
+    """data[k1][k2]...; None where a key or index is missing."""
+    for key in keys:
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def engine_settings(
+    engine_dir: Path, settings_file: str | None, readback: Mapping[str, Sequence[Any]]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings the job ran with: its own streamlab.* account, overridden by what the engine
+    itself reports (readback: name -> [file in engine/, key, key, ...]). Returns the settings
+    and, per name, where its value was read."""
+    settings: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if settings_file:
+        config = read_json(engine_dir / settings_file)
+        for name, value in prefixed_settings(config).items():
+            settings[name] = value
+            sources[name] = f"{settings_file} ({SETTINGS_PREFIX}{name})"
+    for name, path in readback.items():
+        file_name, *keys = path
+        value = lookup(read_json(engine_dir / file_name), keys)
+        if value is not None:
+            settings[name] = typed(value)
+            sources[name] = f"{file_name} {'/'.join(str(k) for k in keys)}"
+    return settings, sources
+
+
+def incomplete_reasons(
+    result_dir: Path, facts: Mapping[str, Any], received: Mapping[str, Any] | None
+) -> list[str]:
+    """Why the run is not complete; empty when it is."""
+    reasons = list(facts.get("failures") or [])
+    if not (result_dir / "produced.jsonl").exists():
+        part = (result_dir / "produced.jsonl.part").exists()
+        reasons.append(
+            "the producer did not finish (only produced.jsonl.part)"
+            if part
+            else "the producer left no record"
+        )
+    if received is None:
+        reasons.append("the collector left no summary")
+    elif received.get("stop_reason") != "complete":
+        reasons.append(
+            f"the collector stopped with {received.get('stop_reason')}: "
+            f"{received.get('incomplete_reason') or received.get('error') or 'no reason given'}"
+        )
+    return reasons
+
+
+def first_summary(
+    record: Mapping[str, Any],
+    produced: Mapping[str, Any] | None,
+    received: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    produced = produced or {}
+    received = received or {}
+    return {
+        "run_id": record["run_id"],
+        "engine": record["engine"],
+        "fault": record["fault"],
+        "status": record["status"],
+        "incomplete_reasons": record["incomplete_reasons"],
+        "acknowledged": produced.get("acked"),
+        "received": received.get("received"),
+        "unique": received.get("unique"),
+        "missing": received.get("missing"),
+        "duplicates": received.get("duplicates"),
+        "send_lag_ms": produced.get("send_lag_ms"),
+        "achieved_rate": produced.get("achieved_rate"),
+        "latency_ms": received.get("latency_ms"),
+        "output_rate": received.get("output_rate"),
+        "overload": received.get("overload"),
+    }
+
+
+def figure(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        return f"{value:,.1f}{unit}"
+    if isinstance(value, int):
+        return f"{value:,}{unit}"
+    return f"{value}{unit}"
+
+
+def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
+    lines = [
+        f"run {summary['run_id']} ({summary['engine']}, fault={summary['fault']}): "
+        f"{summary['status']} - {result_dir}"
+    ]
+    lines += [f"  incomplete: {reason}" for reason in summary["incomplete_reasons"]]
+    lines.append(
+        " ".join(
+            f"{name}={figure(summary[name])}"
+            for name in ("acknowledged", "received", "unique", "missing", "duplicates")
+        )
+    )
+    latency = summary.get("latency_ms") or {}
+    if latency:
+        lines.append(
+            f"steady-state latency (intended send -> first receipt, after the first "
+            f"{latency.get('warmup_s')} s, {figure(latency.get('messages'))} messages): "
+            f"p50={figure(latency.get('p50'))} p99={figure(latency.get('p99'))} "
+            f"max={figure(latency.get('max'))} ms"
+        )
+    lag = summary.get("send_lag_ms") or {}
+    rate = (summary.get("output_rate") or {}).get("messages_per_s")
+    lines.append(
+        f"producer send lag p50={figure(lag.get('p50'))} p99={figure(lag.get('p99'))} "
+        f"max={figure(lag.get('max'))} ms; output {figure(rate)} msg/s"
+    )
+    overload = summary.get("overload") or {}
+    if overload:
+        verdict = {True: "OVERLOADED", False: "not overloaded", None: "overload unknown"}[
+            overload.get("overloaded")
+        ]
+        lines.append(
+            f"{verdict}: backlog slope {figure(overload.get('backlog_slope_per_s'))} msg/s "
+            f"(threshold {figure(overload.get('threshold_per_s'))}), "
+            f"backlog max {figure(overload.get('backlog_max'))}"
+            + (f" - {overload['reason']}" if overload.get("reason") else "")
+        )
+    return lines
+
+
+def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
+    received = read_json(result_dir / "received.summary.json")
+    installed = installed_components(facts.get("installed") or {})
+    settings, sources = engine_settings(
+        result_dir / "engine", facts.get("settings_file"), facts.get("readback") or {}
+    )
+    versions: dict[str, Any] = {
+        **component_versions(installed),
+        "engine": facts.get("engine_version"),
+        **(facts.get("wheels") or {}),
+    }
+    for name in ("connector_version", "kafka_clients_version"):
+        if name in settings:
+            versions[f"{facts['engine']}_{name.removesuffix('_version')}"] = str(settings[name])
+    reasons = incomplete_reasons(result_dir, facts, received)
+    return {
+        "run_id": facts["run_id"],
+        "engine": facts["engine"],
+        "fault": facts["fault"],
+        "status": "incomplete" if reasons else "complete",
+        "incomplete_reasons": reasons,
+        "parameters": facts["parameters"],
+        "settings": settings,
+        "settings_read_from": sources,
+        "job_id": facts.get("job_id"),
+        "probe": facts.get("probe"),
+        "versions": versions,
+        "installed": installed,
+        "kit_commit": facts["kit_commit"],
+        "kit_dirty": facts["kit_dirty"],
+        "driver": facts["driver"],
+        "hosts": host_entries(facts),
+        "start_utc": facts["start_utc"],
+        "end_utc": facts["end_utc"],
+        "start_ms": facts["start_ms"],
+        "end_ms": facts["end_ms"],
+        "producer_exit": facts.get("producer_exit"),
+        "collector_exit": facts.get("collector_exit"),
+        "drain": {
+            "stop_reason": (received or {}).get("stop_reason"),
+            "incomplete_reason": (received or {}).get("incomplete_reason"),
+        },
+    }
+
+
+def write_run(result_dir: Path, facts: Mapping[str, Any]) -> list[str]:
+    """Write the three files; returns the summary lines."""
+    record = build_record(result_dir, facts)
+    faults = "".join(json.dumps(one, sort_keys=True) + "\n" for one in facts.get("faults") or [])
+    write_atomically(result_dir / "faults.jsonl", faults)
+    write_atomically(result_dir / "run.json", json.dumps(record, indent=2) + "\n")
+    summary = first_summary(
+        record,
+        read_json(result_dir / "produced.summary.json"),
+        read_json(result_dir / "received.summary.json"),
+    )
+    write_atomically(result_dir / "first-summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary_lines(summary, result_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--result-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+    if not args.result_dir.is_dir():
+        parser.error(f"--result-dir {args.result_dir} is not a directory")
+    try:
+        facts = json.load(sys.stdin)
+    except ValueError as error:
+        parser.error(f"standard input is not one JSON object: {error}")
+    for line in write_run(args.result_dir, facts):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

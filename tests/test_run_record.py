@@ -1,0 +1,195 @@
+"""run.json, faults.jsonl and first-summary.json from the playbook's facts (run_record.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SPEC = importlib.util.spec_from_file_location(
+    "run_record", REPO / "roles" / "experiment" / "files" / "run_record.py"
+)
+run_record = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(run_record)
+
+HOSTS = ["node1", "node2"]
+
+
+def facts(**changes):
+    base = {
+        "run_id": "r1",
+        "engine": "flink",
+        "fault": "none",
+        "parameters": {"count": 10, "rate": 2.0, "warmup_s": 2},
+        "job_id": "abc",
+        "engine_version": "2.1.1",
+        "settings_file": "flink-job-config.json",
+        "readback": {
+            "checkpoint_interval_ms": ["flink-checkpoint-config.json", "interval"],
+            "source_tasks": ["flink-job.json", "vertices", 0, "parallelism"],
+            "absent": ["flink-job.json", "vertices", 5, "parallelism"],
+        },
+        "installed": {
+            "node1": ["kafka kafka-4.1.1-maven-ab12", "flink flink-2.1.1-pypi-cd34"],
+            "node2": ["kafka kafka-4.1.1-maven-ab12"],
+        },
+        "wheels": {"kafka-python": "3.0.12"},
+        "kit_commit": "f" * 40,
+        "kit_dirty": False,
+        "driver": "node1",
+        "hosts": {
+            "address": {"node1": "10.0.0.1", "node2": "10.0.0.2"},
+            "distribution": dict.fromkeys(HOSTS, "Debian"),
+            "distribution_version": dict.fromkeys(HOSTS, "12.11"),
+            "os_family": dict.fromkeys(HOSTS, "Debian"),
+            "architecture": dict.fromkeys(HOSTS, "x86_64"),
+            "groups": {"node1": ["driver"], "node2": ["flink_taskmanager"]},
+        },
+        "clocks": {
+            "start": {"node1": '{"offset_ms": 0.01, "rtt_ms": 0.2}', "node2": "noise\n"},
+            "end": {"node1": '{"offset_ms": 0.02, "rtt_ms": 0.4}', "node2": ""},
+        },
+        "probe": {"ready": True, "probe_ids": [-1, -2]},
+        "faults": [{"fault": "kill", "host": "node2", "start_ms": 5, "end_ms": 9}],
+        "start_utc": "2026-11-24T00:00:00.000Z",
+        "end_utc": "2026-11-24T00:01:00.000Z",
+        "start_ms": 1,
+        "end_ms": 2,
+        "producer_exit": 0,
+        "collector_exit": 0,
+        "failures": [],
+    }
+    return base | changes
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "produced.jsonl").write_text("")
+    (tmp_path / "produced.summary.json").write_text(
+        json.dumps({"acked": 10, "send_lag_ms": {"p50": 0.1, "p99": 1.5, "max": 3.0}})
+    )
+    (tmp_path / "received.summary.json").write_text(
+        json.dumps(
+            {
+                "received": 11,
+                "unique": 10,
+                "duplicates": 1,
+                "missing": 0,
+                "stop_reason": "complete",
+                "latency_ms": {"warmup_s": 2, "messages": 6, "p50": 40, "p99": 90, "max": 95},
+                "output_rate": {"messages_per_s": 2.0},
+                "overload": {"overloaded": False, "backlog_slope_per_s": 0.1},
+            }
+        )
+    )
+    (tmp_path / "engine" / "flink-job-config.json").write_text(
+        json.dumps(
+            {
+                "execution-config": {
+                    "user-config": {
+                        "streamlab.sink.linger_ms": "5",
+                        "streamlab.sink.idempotence": "true",
+                        "streamlab.checkpoint_interval_ms": "1",
+                        "streamlab.kafka_clients_version": "3.9.1",
+                        "other": "x",
+                    }
+                }
+            }
+        )
+    )
+    (tmp_path / "engine" / "flink-checkpoint-config.json").write_text(
+        json.dumps({"interval": 5000})
+    )
+    (tmp_path / "engine" / "flink-job.json").write_text(
+        json.dumps({"vertices": [{"parallelism": 4}]})
+    )
+    return tmp_path
+
+
+def write(run_dir, given):
+    return run_record.write_run(run_dir, given)
+
+
+def test_a_complete_run_records_settings_as_the_engine_reported_them(run_dir):
+    lines = write(run_dir, facts())
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "complete" and record["incomplete_reasons"] == []
+    # The job's own streamlab.* account, typed; the engine's own report wins where both exist.
+    assert record["settings"] == {
+        "sink.linger_ms": 5,
+        "sink.idempotence": True,
+        "checkpoint_interval_ms": 5000,
+        "kafka_clients_version": "3.9.1",
+        "source_tasks": 4,
+    }
+    assert record["settings_read_from"]["checkpoint_interval_ms"] == (
+        "flink-checkpoint-config.json interval"
+    )
+    assert record["versions"] == {
+        "kafka": "4.1.1",
+        "flink": "2.1.1",
+        "engine": "2.1.1",
+        "kafka-python": "3.0.12",
+        "flink_kafka_clients": "3.9.1",
+    }
+    hosts = {h["name"]: h for h in record["hosts"]}
+    assert (
+        hosts["node1"]["clock_offset_ms"] == 0.01 and hosts["node1"]["clock_offset_end_ms"] == 0.02
+    )
+    assert hosts["node1"]["clock_offset_error_ms"] == 0.1
+    assert hosts["node2"]["clock_offset_ms"] is None and hosts["node2"]["os"] == "Debian 12.11"
+    faults = [json.loads(line) for line in (run_dir / "faults.jsonl").read_text().splitlines()]
+    assert faults == facts()["faults"]
+    first = json.loads((run_dir / "first-summary.json").read_text())
+    assert first["latency_ms"]["p99"] == 90 and first["overload"]["overloaded"] is False
+    assert lines[0].startswith("run r1 (flink, fault=none): complete")
+    assert "p50=40 p99=90 max=95 ms" in lines[2] and "not overloaded" in lines[4]
+
+
+def test_a_failed_step_a_drain_timeout_and_a_dead_producer_are_each_a_reason(run_dir):
+    (run_dir / "produced.jsonl").rename(run_dir / "produced.jsonl.part")
+    summary = json.loads((run_dir / "received.summary.json").read_text())
+    summary |= {
+        "stop_reason": "drain_timeout",
+        "incomplete_reason": "3 acknowledged ids never arrived",
+    }
+    (run_dir / "received.summary.json").write_text(json.dumps(summary))
+    lines = write(run_dir, facts(failures=["stopping the job failed (x): abc"]))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "incomplete"
+    assert record["incomplete_reasons"] == [
+        "stopping the job failed (x): abc",
+        "the producer did not finish (only produced.jsonl.part)",
+        "the collector stopped with drain_timeout: 3 acknowledged ids never arrived",
+    ]
+    assert lines[0].startswith("run r1 (flink, fault=none): incomplete")
+    assert json.loads((run_dir / "first-summary.json").read_text())["status"] == "incomplete"
+
+
+def test_a_run_with_no_collector_summary_is_incomplete_and_still_written(run_dir):
+    (run_dir / "received.summary.json").unlink()
+    write(run_dir, facts(settings_file=None, readback={}))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["incomplete_reasons"] == ["the collector left no summary"]
+    assert record["settings"] == {} and record["drain"]["stop_reason"] is None
+    assert not list(run_dir.glob("*.part"))
+
+
+def test_main_reads_the_facts_from_standard_input(run_dir, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(facts())))
+    assert run_record.main(["--result-dir", str(run_dir)]) == 0
+    assert "complete" in capsys.readouterr().out
+
+
+def test_main_refuses_input_that_is_not_json(run_dir, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("{not json"))
+    with pytest.raises(SystemExit):
+        run_record.main(["--result-dir", str(run_dir)])
+    assert "standard input is not one JSON object" in capsys.readouterr().err
+    assert not (run_dir / "run.json").exists()
