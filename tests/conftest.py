@@ -8,13 +8,17 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ansible_runner
 import pytest
 import yaml
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
@@ -187,3 +191,46 @@ def converged(lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
     first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
     assert first.rc == 0, first.output[-6000:]
     return lab
+
+
+# ---------------------------------------------------------------- the analysis' Spark session
+
+# Tests that use the `spark` fixture and have not run yet; the session stops after the last
+# one, so a later test (test_lab_spark.py) gets a session of its own from getOrCreate().
+_SPARK_USERS: set[str] = set()
+_SPARK_SESSION: list = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The tests that will run (after -k/-m deselection) and use the session."""
+    _SPARK_USERS.update(item.nodeid for item in session.items if "spark" in item.fixturenames)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    _SPARK_USERS.discard(item.nodeid)
+    if not _SPARK_USERS and _SPARK_SESSION:
+        _SPARK_SESSION.pop().stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark session for the analysis tests (2 cores, no UI, few shuffle partitions).
+
+    Python workers are pointed at a missing interpreter: the analysis must run entirely in the
+    JVM (no UDF, no RDD map), as its executors on the lab's cluster have no copy of the kit.
+    """
+    from analysis import session
+
+    saved = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = "/nonexistent/python-workers-are-not-used"
+    try:
+        built = session.build("local[2]", {"spark.sql.shuffle.partitions": "4"}, driver_memory="1g")
+    finally:
+        if saved is None:
+            del os.environ["PYSPARK_PYTHON"]
+        else:
+            os.environ["PYSPARK_PYTHON"] = saved
+    _SPARK_SESSION.append(built)
+    yield built
+    if _SPARK_SESSION:
+        _SPARK_SESSION.pop().stop()

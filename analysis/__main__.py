@@ -1,0 +1,116 @@
+"""python -m analysis: summarise one run directory, or compare several.
+
+python -m analysis summarize RUN_DIR [--master URL] [--conf KEY=VALUE ...] [--driver-memory 1g]
+python -m analysis compare RUN_DIR... --out DIR
+
+Exit codes: 0 done, 1 bad input (the message names the file and line), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+def conf_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (a Spark property), got {text!r}")
+    return key.strip(), value
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis",
+        description="Summarise streamlab run directories with Spark (docs/metrics.md).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    summarize = commands.add_parser(
+        "summarize",
+        help="write RUN_DIR/summary.json, report.md, report.html and plots/",
+        description="Compute a run's figures (docs/metrics.md) and write its reports.",
+    )
+    summarize.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    summarize.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[*] (default) or spark://HOST:7077 (standalone cluster; every "
+        "worker must see RUN_DIR at the same path)",
+    )
+    summarize.add_argument(
+        "--conf",
+        type=conf_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark property (repeatable), e.g. spark.driver.host=10.0.0.5",
+    )
+    summarize.add_argument(
+        "--driver-memory",
+        default="1g",
+        help="heap of the driver JVM (default 1g); in local mode it also holds the executors' "
+        "cache, which spills to disk beyond it, so memory stays flat however many records",
+    )
+    summarize.add_argument(
+        "--no-plots", action="store_true", help="skip the plots (the reports have none)"
+    )
+    compare = commands.add_parser(
+        "compare",
+        help="one table and the study's plots over several summarised runs",
+        description="Compare summarised runs, grouped by engine and parameters.",
+    )
+    compare.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    compare.add_argument("--out", type=Path, required=True, help="output directory")
+    return parser.parse_args(argv)
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    from analysis import report, session, summarize
+    from analysis.io import InputError
+
+    try:
+        inputs = summarize.prepare(args.run_dir)  # before Spark starts: fast errors
+    except InputError as error:
+        print(f"python -m analysis summarize: error: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    spark = session.build(args.master, dict(args.conf), args.driver_memory)
+    try:
+        summary, plot_data = summarize.compute(spark, inputs)
+    except InputError as error:
+        print(f"python -m analysis summarize: error: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    finally:
+        spark.stop()
+    written = summarize.write_outputs(args.run_dir, summary, None if args.no_plots else plot_data)
+    print(report.headline(summary))
+    print(f"wrote {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from analysis import compare
+    from analysis.io import InputError
+
+    try:
+        groups = compare.compare(args.run_dirs, args.out)
+    except InputError as error:
+        print(f"python -m analysis compare: error: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    print(compare.printable(groups))
+    print(f"wrote {args.out / 'comparison.md'}, {args.out / 'comparison.csv'}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.command == "summarize":
+        return run_summarize(args)
+    return run_compare(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

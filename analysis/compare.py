@@ -1,0 +1,398 @@
+"""compare: the key figures of several summarised runs, grouped by engine and parameters.
+
+Reads only each run's summary.json (run `summarize` first); writes comparison.md,
+comparison.csv and the study's plots into the output directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as text_io
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
+
+from analysis.io import InputError  # noqa: E402
+from analysis.report import write_atomic  # noqa: E402
+
+SUMMARY = "summary.json"
+# Per-run names and collector stop settings: they differ between repetitions, not treatments.
+IGNORED_PARAMETERS = frozenset(
+    {"input_topic", "result_topic", "consumer_group", "seed", "quiet_s", "drain_timeout_s"}
+)
+# The parameter each engine's at-least-once behaviour is studied against.
+SWEEP_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_message_timeout_s"}
+PLOTS_DIR = "plots"
+SIZE = (10, 4.5)
+DPI = 110
+
+
+def _worst(summary: dict[str, Any], key: str) -> float | None:
+    """The largest value of a per-fault figure; None without faults or if one never recovered."""
+    values = [fault.get(key) for fault in summary.get("faults") or []]
+    if not values or any(value is None for value in values):
+        return None
+    return max(values)
+
+
+def _get(*keys: str) -> Callable[[dict[str, Any]], Any]:
+    def get(summary: dict[str, Any]) -> Any:
+        data: Any = summary
+        for key in keys:
+            data = data.get(key) if isinstance(data, dict) else None
+        return data
+
+    return get
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    get: Callable[[dict[str, Any]], Any]
+    percent: bool = False
+
+
+METRICS = (
+    Metric("produced", "produced", _get("produced")),
+    Metric("loss_rate", "loss", _get("loss_rate"), percent=True),
+    Metric("duplicate_rate", "duplicate rate", _get("duplicate_rate"), percent=True),
+    Metric(
+        "duplicated_messages_rate",
+        "duplicated msgs",
+        _get("duplicated_messages_rate"),
+        percent=True,
+    ),
+    Metric("latency_p50_ms", "p50 ms", _get("latency_ms", "p50")),
+    Metric("latency_p99_ms", "p99 ms", _get("latency_ms", "p99")),
+    Metric("latency_p99.9_ms", "p99.9 ms", _get("latency_ms", "p99.9")),
+    Metric("latency_max_ms", "max ms", _get("latency_ms", "max")),
+    Metric("produced_per_s", "produced/s", _get("throughput", "produced_per_s", "mean")),
+    Metric("received_per_s", "received/s", _get("throughput", "received_per_s", "mean")),
+    Metric("stall_s", "stall s", lambda s: _worst(s, "stall_s")),
+    Metric("recovery_s", "recovery s", lambda s: _worst(s, "recovery_s")),
+)
+# The columns of the Markdown table (the CSV has every metric).
+TABLE_METRICS = (
+    "loss_rate",
+    "duplicate_rate",
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "latency_p99.9_ms",
+    "received_per_s",
+    "stall_s",
+    "recovery_s",
+)
+
+
+@dataclass
+class Run:
+    directory: Path
+    summary: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return self.summary["run_id"]
+
+    @property
+    def engine(self) -> str:
+        return self.summary["engine"]
+
+    def parameters(self) -> dict[str, Any]:
+        params = self.summary.get("parameters") or {}
+        return {k: v for k, v in params.items() if k not in IGNORED_PARAMETERS}
+
+    def value(self, metric: Metric) -> float | None:
+        value = metric.get(self.summary)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+    def never_recovered(self) -> bool:
+        return any(f.get("recovery_s") is None for f in self.summary.get("faults") or [])
+
+
+@dataclass
+class Group:
+    engine: str
+    fault: str
+    parameters: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+    label: str = ""
+
+    def values(self, metric: Metric) -> list[float]:
+        return [v for run in self.runs if (v := run.value(metric)) is not None]
+
+    def mean(self, metric: Metric) -> float | None:
+        values = self.values(metric)
+        return statistics.fmean(values) if values else None
+
+    def spread(self, metric: Metric) -> float | None:
+        """Sample standard deviation over the repetitions (None for fewer than two)."""
+        values = self.values(metric)
+        return statistics.stdev(values) if len(values) >= 2 else None
+
+
+def load_runs(directories: Sequence[Path]) -> list[Run]:
+    runs = []
+    for directory in directories:
+        path = directory / SUMMARY
+        if not path.is_file():
+            raise InputError(path, f"missing: run `python -m analysis summarize {directory}` first")
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise InputError(path, f"not JSON ({error})") from error
+        if not isinstance(summary, dict) or "run_id" not in summary or "engine" not in summary:
+            raise InputError(path, "not a summary.json written by `python -m analysis summarize`")
+        runs.append(Run(directory, summary))
+    seen: dict[str, Path] = {}
+    for run in runs:
+        if run.run_id in seen:
+            raise InputError(run.directory, f"run {run.run_id} is also {seen[run.run_id]}")
+        seen[run.run_id] = run.directory
+    return runs
+
+
+def _key_value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def group_runs(runs: Sequence[Run]) -> list[Group]:
+    """Runs with the same engine, fault schedule and parameters are repetitions."""
+    groups: dict[tuple[str, ...], Group] = {}
+    for run in runs:
+        params = run.parameters()
+        fault = str(run.summary.get("fault") or "none")
+        key = (run.engine, fault, *(f"{k}={_key_value(params[k])}" for k in sorted(params)))
+        groups.setdefault(key, Group(run.engine, fault, params)).runs.append(run)
+    ordered = sorted(groups.values(), key=lambda g: (g.engine, g.fault, _key_value(g.parameters)))
+    varying = _varying_parameters(ordered)
+    for group in ordered:
+        shown = [
+            f"{name}={group.parameters[name]}"
+            for name in varying
+            if group.parameters.get(name) is not None
+        ]
+        faults = [] if len({g.fault for g in ordered}) == 1 else [f"fault={group.fault}"]
+        group.label = " ".join([group.engine, *faults, *shown])
+    return ordered
+
+
+def _varying_parameters(groups: Sequence[Group]) -> list[str]:
+    names = sorted({name for group in groups for name in group.parameters})
+    return [
+        name
+        for name in names
+        if len({_key_value(group.parameters.get(name)) for group in groups}) > 1
+    ]
+
+
+def _format(metric: Metric, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if metric.percent:
+        return f"{value * 100:.4g} %"
+    if metric.key == "produced":
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def markdown_table(groups: Sequence[Group]) -> str:
+    metrics = [m for m in METRICS if m.key in TABLE_METRICS]
+    lines = [
+        "# Comparison",
+        "",
+        "One row per run; after each group of repetitions (same engine, fault schedule and "
+        "parameters) its mean ± sample standard deviation. Recovery shows `never` for a run "
+        "with a fault it never recovered from (left out of the mean).",
+        "",
+        "| group | run | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for group in groups:
+        for run in group.runs:
+            cells = []
+            for metric in metrics:
+                value = run.value(metric)
+                never = metric.key == "recovery_s" and value is None and run.never_recovered()
+                cells.append("never" if never else _format(metric, value))
+            lines.append(f"| {group.label} | {run.run_id} | " + " | ".join(cells) + " |")
+        cells = []
+        for metric in metrics:
+            mean, spread = group.mean(metric), group.spread(metric)
+            text = _format(metric, mean)
+            if spread is not None:
+                text += f" ± {_format(metric, spread)}"
+            cells.append(text)
+        lines.append(
+            f"| **{group.label}** | **mean (n={len(group.runs)})** | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def csv_table(groups: Sequence[Group]) -> str:
+    """Rows of kind run, mean and sd; every parameter and metric as a column."""
+    parameters = sorted({name for group in groups for name in group.parameters})
+    out = text_io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        ["group", "engine", "fault", *parameters, "kind", "run_id", "n", *(m.key for m in METRICS)]
+    )
+    for group in groups:
+        head = [group.label, group.engine, group.fault]
+        head += [
+            "" if group.parameters.get(p) is None else group.parameters.get(p) for p in parameters
+        ]
+        for run in group.runs:
+            values = [run.value(m) for m in METRICS]
+            writer.writerow(
+                [*head, "run", run.run_id, 1, *("" if v is None else v for v in values)]
+            )
+        for kind, get in (("mean", Group.mean), ("sd", Group.spread)):
+            values = [get(group, m) for m in METRICS]
+            writer.writerow(
+                [*head, kind, "", len(group.runs), *("" if v is None else v for v in values)]
+            )
+    return out.getvalue()
+
+
+def _bars(
+    groups: Sequence[Group], metrics: Sequence[Metric], title: str, ylabel: str, path: Path
+) -> bool:
+    if not any(group.values(m) for group in groups for m in metrics):
+        return False
+    figure = Figure(figsize=(max(SIZE[0], 1.6 * len(groups)), SIZE[1]))
+    axes = figure.add_subplot()
+    width = 0.8 / len(metrics)
+    scale = 100 if all(m.percent for m in metrics) else 1
+    for index, metric in enumerate(metrics):
+        xs = [g + (index - (len(metrics) - 1) / 2) * width for g in range(len(groups))]
+        means = [(group.mean(metric) or 0) * scale for group in groups]
+        errors = [(group.spread(metric) or 0) * scale for group in groups]
+        axes.bar(xs, means, width, yerr=errors, capsize=3, label=metric.label)
+        for group_index, group in enumerate(groups):
+            for value in group.values(metric):
+                axes.plot(xs[group_index], value * scale, "k.", ms=3)
+    axes.set_xticks(range(len(groups)), [g.label for g in groups], rotation=20, ha="right")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    if len(metrics) > 1:
+        axes.legend(fontsize=8)
+    axes.grid(True, axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return True
+
+
+def _metric(key: str) -> Metric:
+    return next(m for m in METRICS if m.key == key)
+
+
+def _sweep(groups: Sequence[Group], path: Path) -> bool:
+    """Duplicate rate and recovery time against each engine's parameter."""
+    engines = [e for e in SWEEP_PARAMETER if any(g.engine == e for g in groups)]
+    panels = [
+        (e, m)
+        for e in engines
+        for m in (_metric("duplicate_rate"), _metric("recovery_s"))
+        if any(g.values(m) and g.parameters.get(SWEEP_PARAMETER[e]) is not None for g in groups)
+    ]
+    if not panels:
+        return False
+    figure = Figure(figsize=(SIZE[0], 3.2 * len(panels)))
+    for index, (engine_name, metric) in enumerate(panels, start=1):
+        axes = figure.add_subplot(len(panels), 1, index)
+        parameter = SWEEP_PARAMETER[engine_name]
+        scale = 100 if metric.percent else 1
+        mine = [
+            g for g in groups if g.engine == engine_name and g.parameters.get(parameter) is not None
+        ]
+        by_value: dict[float, list[float]] = {}
+        for group in mine:
+            x = float(group.parameters[parameter])
+            for value in group.values(metric):
+                by_value.setdefault(x, []).append(value * scale)
+                axes.plot(x, value * scale, "o", color="tab:blue", alpha=0.5)
+        xs = sorted(by_value)
+        axes.plot(xs, [statistics.fmean(by_value[x]) for x in xs], "-", color="tab:blue")
+        axes.set_xlabel(parameter)
+        axes.set_ylabel(metric.label + (" (%)" if metric.percent else ""))
+        axes.set_title(f"{engine_name}: {metric.label} against {parameter}")
+        axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return True
+
+
+def draw(groups: Sequence[Group], directory: Path) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    made = []
+    latency = [_metric(k) for k in ("latency_p50_ms", "latency_p99_ms", "latency_p99.9_ms")]
+    jobs = (
+        (
+            "latency_percentiles.png",
+            lambda p: _bars(groups, latency, "Latency percentiles per group", "ms", p),
+        ),
+        (
+            "duplicate_rate.png",
+            lambda p: _bars(
+                groups,
+                [_metric("duplicate_rate"), _metric("loss_rate")],
+                "Duplicate and loss rate per group",
+                "% of produced",
+                p,
+            ),
+        ),
+        (
+            "recovery.png",
+            lambda p: _bars(
+                groups,
+                [_metric("stall_s"), _metric("recovery_s")],
+                "Stall and recovery time per group (worst fault of each run)",
+                "seconds",
+                p,
+            ),
+        ),
+        ("parameter_sweep.png", lambda p: _sweep(groups, p)),
+    )
+    for name, job in jobs:
+        if job(directory / name):
+            made.append(name)
+    return made
+
+
+def compare(directories: Sequence[Path], out: Path) -> list[Group]:
+    runs = load_runs(directories)
+    groups = group_runs(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    made = draw(groups, out / PLOTS_DIR)
+    text = markdown_table(groups)
+    if made:
+        text += "\n## Plots\n\n" + "".join(f"![{n}]({PLOTS_DIR}/{n})\n\n" for n in made)
+    write_atomic(out / "comparison.csv", csv_table(groups))
+    write_atomic(out / "comparison.md", text)
+    return groups
+
+
+def printable(groups: Sequence[Group]) -> str:
+    """A short table for the terminal: one line per group."""
+    keys = ("duplicate_rate", "latency_p99_ms", "recovery_s")
+    lines = []
+    width = max(len(g.label) for g in groups)
+    for group in groups:
+        cells = []
+        for key in keys:
+            metric = _metric(key)
+            mean = group.mean(metric)
+            cells.append(f"{metric.label} {_format(metric, mean)}")
+        lines.append(f"{group.label.ljust(width)}  n={len(group.runs)}  " + "  ".join(cells))
+    return "\n".join(lines)

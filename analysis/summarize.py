@@ -1,0 +1,209 @@
+"""summarize: one run directory -> summary.json, report.md, report.html and plots/.
+
+Order matters for "nothing partial": the cheap checks (run.json, faults.jsonl, which files
+exist) run before Spark starts; every line is validated before any figure is computed; the
+plots and reports are written next, and summary.json last, atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from analysis import engine, faults, histogram, io, metrics, plots, report, session
+
+SUMMARY = "summary.json"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What summarize reads, located and checked before Spark starts."""
+
+    run_dir: Path
+    run: dict[str, Any]
+    faults: list[dict[str, Any]] | None
+    produced: io.LinesFile
+    received: io.LinesFile
+    warmup_s: float
+
+    @property
+    def partial_inputs(self) -> list[str]:
+        return [f.path.name for f in (self.produced, self.received) if f.partial]
+
+
+def prepare(run_dir: Path) -> RunInputs:
+    """Locate and check the small inputs; raises io.InputError."""
+    if not run_dir.is_dir():
+        raise io.InputError(run_dir, "not a directory")
+    run = io.read_run(run_dir)
+    warmup = (run.get("parameters") or {}).get("warmup_s")
+    if warmup is None:
+        warmup = 0
+    if isinstance(warmup, bool) or not isinstance(warmup, int | float) or warmup < 0:
+        raise io.InputError(run_dir / io.RUN_JSON, f"parameters.warmup_s={warmup!r} is not >= 0")
+    return RunInputs(
+        run_dir=run_dir,
+        run=run,
+        faults=io.read_faults(run_dir),
+        produced=io.locate(run_dir, io.PRODUCED),
+        received=io.locate(run_dir, io.RECEIVED),
+        warmup_s=warmup,
+    )
+
+
+def _collection_end_ms(inputs: RunInputs) -> int | None:
+    """When collecting stopped: the collector's end_ms, else the run's end."""
+    summary = io.read_optional_json(inputs.run_dir / "received.summary.json")
+    for source in (summary, inputs.run):
+        value = source.get("end_ms") if isinstance(source, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plots.PlotData]:
+    """Every figure of the run (docs/metrics.md) and the data of its plots."""
+    started = time.monotonic()
+    produced = io.load(spark, inputs.produced, io.PRODUCED_SCHEMA)
+    try:
+        received = io.load(spark, inputs.received, io.RECEIVED_SCHEMA)
+    except BaseException:
+        produced.release()
+        raise
+    table = metrics.messages(produced.frame, received.frame)
+    try:
+        totals = metrics.totals(table)
+        origin = totals.first_intended_ms
+        if origin is None:  # nothing was produced: time counts from the first record
+            origin = metrics.received_span(received.frame)[0] or 0
+        steady_from = origin + round(inputs.warmup_s * metrics.MS_PER_S)
+        latency_counts = (
+            metrics.latency_histogram(table, intended_from_ms=steady_from)
+            if totals.first_intended_ms is not None
+            else []
+        )
+        latency = histogram.describe(latency_counts)
+        produced_s = metrics.produced_per_second(table, origin, steady_from)
+        delivered_s = metrics.delivered_per_second(table, origin, steady_from)
+        records_s = metrics.records_per_second(received.frame, origin)
+        first_s = metrics.first_deliveries_per_second(table, origin)
+        per_second_latency = metrics.latency_per_second(table, origin)
+        collection_end = _collection_end_ms(inputs)
+        fault_list = inputs.faults or []
+        timelines = engine.timelines(
+            inputs.run_dir, inputs.run, [fault["start_ms"] for fault in fault_list]
+        )
+        fault_entries = []
+        for fault, timeline in zip(fault_list, timelines, strict=True):
+            entry = faults.fault_figures(
+                spark, table, received.frame, fault, totals.last_intended_ms, collection_end
+            )
+            entry["engine_timeline"] = timeline
+            fault_entries.append(entry)
+    finally:
+        table.unpersist()
+        produced.release()
+        received.release()
+
+    malformed = received.null_msg_ids
+    duplicate_records = received.lines - malformed - totals.received_unique
+    summary: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "run_id": inputs.run["run_id"],
+        "engine": inputs.run["engine"],
+        "fault": inputs.run.get("fault"),
+        "status": inputs.run.get("status"),
+        "parameters": inputs.run.get("parameters") or {},
+        "inputs": {
+            "produced": inputs.produced.path.name,
+            "received": inputs.received.path.name,
+            "faults": io.FAULTS if inputs.faults is not None else None,
+        },
+        "partial_inputs": inputs.partial_inputs,
+        "produced_lines": produced.lines,
+        "produced": totals.produced,
+        "unacked": totals.unacked,
+        "repeated_produced_lines": totals.repeated_produced_lines,
+        "received_records": received.lines,
+        "received_unique": totals.received_unique,
+        "malformed_records": malformed,
+        "lost": totals.lost,
+        "loss_rate": _ratio(totals.lost, totals.produced),
+        "duplicate_records": duplicate_records,
+        "duplicate_rate": _ratio(duplicate_records, totals.produced),
+        "duplicated_messages": totals.duplicated_messages,
+        "duplicated_messages_rate": _ratio(totals.duplicated_messages, totals.produced),
+        "unacked_received": totals.unacked_received,
+        "received_not_produced": totals.received_not_produced,
+        "first_intended_ms": totals.first_intended_ms,
+        "last_intended_ms": totals.last_intended_ms,
+        "warmup_s": inputs.warmup_s,
+        "steady_from_ms": steady_from,
+        "latency_ms": latency,
+        "throughput": {
+            "produced_per_s": produced_s.describe(),
+            "received_per_s": delivered_s.describe(),
+        },
+        "collection_end_ms": collection_end,
+        "faults": fault_entries,
+        "engine_evidence": engine.evidence(inputs.run_dir),
+        "analysis": {
+            "master": spark.sparkContext.master,
+            "spark_version": spark.version,
+            "executor_hosts": session.executor_hosts(spark),
+            "elapsed_s": round(time.monotonic() - started, 3),
+            "generated_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    }
+    plot_data = plots.PlotData(
+        latency=latency_counts,
+        latency_figures=latency,
+        warmup_end_s=(steady_from - origin) / metrics.MS_PER_S,
+        produced_per_s=produced_s.all,
+        delivered_per_s=first_s,
+        records_per_s=records_s,
+        duplicates_per_s={s: n - first_s.get(s, 0) for s, n in records_s.items()},
+        latency_per_s=per_second_latency,
+        faults=[
+            plots.FaultSpan(
+                f"{entry.get('fault') or 'fault'} {entry.get('host') or ''}".strip(),
+                (entry["start_ms"] - origin) / metrics.MS_PER_S,
+                (entry["end_ms"] - origin) / metrics.MS_PER_S if entry.get("end_ms") else None,
+            )
+            for entry in fault_entries
+        ],
+    )
+    return summary, plot_data
+
+
+def write_outputs(
+    run_dir: Path, summary: dict[str, Any], plot_data: plots.PlotData | None
+) -> list[Path]:
+    """Plots, then the reports, then summary.json (atomically, last)."""
+    drawn = plots.draw_all(plot_data, run_dir / plots.PLOTS_DIR) if plot_data else []
+    report.write_reports(summary, drawn, run_dir)
+    report.write_json(run_dir / SUMMARY, summary)
+    return [
+        *(run_dir / plots.PLOTS_DIR / name for name, _ in drawn),
+        run_dir / "report.md",
+        run_dir / "report.html",
+        run_dir / SUMMARY,
+    ]
+
+
+def summarize(spark: SparkSession, run_dir: Path, draw: bool = True) -> dict[str, Any]:
+    """Analyse one run directory and write its outputs; returns summary.json's content."""
+    inputs = prepare(run_dir)
+    summary, plot_data = compute(spark, inputs)
+    write_outputs(run_dir, summary, plot_data if draw else None)
+    return summary

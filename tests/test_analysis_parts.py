@@ -1,0 +1,261 @@
+"""The analysis' pure-Python parts: percentiles, engine evidence, compare and the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+from analysis_runs import BASE_MS, RunDir
+
+from analysis import compare, engine, histogram
+from analysis.__main__ import main
+from conftest import REPO
+
+B = BASE_MS
+
+
+@pytest.mark.parametrize(
+    "counts,percent,expected",
+    [
+        ([(5, 1)], "50", 5),
+        ([(1, 1), (2, 1), (3, 1), (4, 1)], "50", 2),
+        ([(1, 1), (2, 1), (3, 1), (4, 1)], "50.1", 3),
+        ([(10, 999), (20, 1)], "99.9", 10),
+        ([(10, 998), (20, 2)], "99.9", 20),
+        ([(-3, 2), (7, 2)], "100", 7),
+        ([], "99", None),
+    ],
+)
+def test_nearest_rank(counts, percent, expected):
+    assert histogram.nearest_rank(counts, percent) == expected
+
+
+def test_describe_and_cdf():
+    counts = [(1, 2), (4, 1), (10, 1)]
+    assert histogram.describe(counts) == {
+        "count": 4,
+        "p50": 1,
+        "p90": 10,
+        "p99": 10,
+        "p99.9": 10,
+        "max": 10,
+        "mean": 4.0,
+    }
+    assert histogram.cdf(counts) == [(1, 0.5), (4, 0.75), (10, 1.0)]
+
+
+def write_engine(path, files):
+    (path / "engine").mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        text = data if isinstance(data, str) else json.dumps(data)
+        (path / "engine" / name).write_text(text)
+
+
+def test_flink_evidence_and_the_timeline_around_a_fault(tmp_path):
+    fault = B + 60_000
+    # The JobManager's clock runs 500 ms ahead of the driver's.
+    run = {
+        "hosts": [
+            {"name": "node1", "roles": ["driver", "flink_jobmanager"], "clock_offset_ms": 500},
+            {"name": "node2", "roles": ["flink_taskmanager"], "clock_offset_ms": -20},
+        ]
+    }
+    checkpoints = {
+        "counts": {"completed": 11, "failed": 2, "in_progress": 0, "restored": 1, "total": 13},
+        "summary": {
+            "end_to_end_duration": {"p50": 40.5, "max": 1200},
+            "checkpointed_size": {"avg": 3000, "max": 4000},
+        },
+        "latest": {"completed": {"checkpointed_size": 3412}},
+        "history": [
+            {
+                "id": 9,
+                "status": "FAILED",
+                "trigger_timestamp": fault + 2_500,
+                "end_to_end_duration": 900,
+            },
+            {"id": 3, "status": "COMPLETED", "trigger_timestamp": fault - 40_000},
+        ],
+    }
+    write_engine(
+        tmp_path,
+        {
+            "flink-checkpoints.json": checkpoints,
+            "flink-checkpoint-config.json": {"interval": 5000, "mode": "at_least_once"},
+            "flink-exceptions.json": {
+                "exceptionHistory": {
+                    "entries": [
+                        {
+                            "exceptionName": "TaskManagerLost",
+                            "timestamp": fault + 1_500,
+                            "taskName": "enrich",
+                        }
+                    ],
+                    "truncated": False,
+                }
+            },
+            "flink-job.json": {"state": "RUNNING", "timestamps": {"RESTARTING": fault + 1_600}},
+            "timeline.jsonl": json.dumps({"t_ms": fault + 40, "host": "node2", "what": "x"})
+            + "\nnot json\n",
+            "lag.jsonl": "\n".join(
+                json.dumps(row)
+                for row in [
+                    {"t_ms": fault - 1_000, "lag": 5, "backlog": 8},
+                    {"t_ms": fault + 1_000, "lag": 900, "backlog": 950},
+                    {"t_ms": fault + 2_000, "error": "timeout"},
+                ]
+            ),
+        },
+    )
+    assert engine.evidence(tmp_path) == {
+        "flink": {
+            "checkpoints": {
+                "completed": 11,
+                "failed": 2,
+                "in_progress": 0,
+                "restored": 1,
+                "duration_ms": {"p50": 40.5, "max": 1200},
+                "size_bytes": {"last": 3412, "avg": 3000, "max": 4000},
+            },
+            "checkpoint_interval_ms": 5000,
+            "checkpoint_mode": "at_least_once",
+            "restarts": 1,
+            "restarts_truncated": False,
+            "job_state": "RUNNING",
+        }
+    }
+    (timeline,) = engine.timelines(tmp_path, run, [fault])
+    assert [(e["t_ms"] - fault, e["source"]) for e in timeline["events"]] == [
+        (60, "timeline"),
+        (1_000, "flink-exceptions"),
+        (1_100, "flink-job"),
+        (2_000, "flink-checkpoints"),
+    ]
+    assert timeline["events"][3]["event"] == "checkpoint 9 FAILED (900 ms)"
+    assert timeline["events"][0]["offset_s"] == 0.06
+    assert timeline["lag"] == {"samples": 2, "lag_before": 5, "max_lag": 900, "max_backlog": 950}
+
+
+def test_storm_evidence_and_no_engine_directory(tmp_path):
+    assert engine.evidence(tmp_path) == {}
+    assert engine.timelines(tmp_path, {}, [B]) == [{}]
+    topology = {"spout_acked": 100, "spout_failed": 3, "complete_latency_ms": 8.5}
+    write_engine(tmp_path, {"storm-topology.json": topology})
+    assert engine.evidence(tmp_path) == {
+        "storm": {"acked": 100, "failed": 3, "complete_latency_ms": 8.5}
+    }
+
+
+def fake_summary(root, run_id, engine_name, interval, duplicate_rate, p99, recovery):
+    directory = root / run_id
+    directory.mkdir()
+    parameters = {"rate": 2000, "seed": len(run_id), "input_topic": f"in-{run_id}"}
+    if engine_name == "flink":
+        parameters["checkpoint_interval_s"] = interval
+    else:
+        parameters["storm_message_timeout_s"] = interval
+    summary = {
+        "run_id": run_id,
+        "engine": engine_name,
+        "fault": "kill-taskmanager",
+        "parameters": parameters,
+        "produced": 1000,
+        "loss_rate": 0.0,
+        "duplicate_rate": duplicate_rate,
+        "duplicated_messages_rate": duplicate_rate / 2,
+        "latency_ms": {"p50": 10, "p99": p99, "p99.9": p99 * 2, "max": p99 * 3},
+        "throughput": {"produced_per_s": {"mean": 2000.0}, "received_per_s": {"mean": 1999.0}},
+        "faults": [{"stall_s": 1.5, "recovery_s": recovery}],
+    }
+    (directory / "summary.json").write_text(json.dumps(summary))
+    return directory
+
+
+def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys):
+    runs = [
+        fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0),
+        fake_summary(tmp_path, "f5-b", "flink", 5, 0.03, 300, 6.0),
+        fake_summary(tmp_path, "f10-a", "flink", 10, 0.05, 200, 9.0),
+        fake_summary(tmp_path, "s30-a", "storm", 30, 0.2, 50, None),
+    ]
+    out = tmp_path / "cmp"
+    assert main(["compare", *map(str, runs), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "flink checkpoint_interval_s=5     n=2  duplicate rate 2 %  p99 ms 200" in printed
+
+    groups = compare.group_runs(compare.load_runs(runs))
+    assert [(g.label, [r.run_id for r in g.runs]) for g in groups] == [
+        ("flink checkpoint_interval_s=10", ["f10-a"]),
+        ("flink checkpoint_interval_s=5", ["f5-a", "f5-b"]),
+        ("storm storm_message_timeout_s=30", ["s30-a"]),
+    ]
+    rows = list(csv.DictReader((out / "comparison.csv").open()))
+    mean = next(r for r in rows if r["group"].endswith("=5") and r["kind"] == "mean")
+    sd = next(r for r in rows if r["group"].endswith("=5") and r["kind"] == "sd")
+    assert float(mean["duplicate_rate"]) == pytest.approx(0.02)
+    assert float(mean["latency_p99_ms"]) == 200.0
+    assert float(mean["recovery_s"]) == 5.0 and float(sd["latency_p99_ms"]) == pytest.approx(
+        141.42135623730951
+    )
+    assert mean["n"] == "2" and mean["checkpoint_interval_s"] == "5"
+    assert "seed" not in rows[0] and "input_topic" not in rows[0]
+    table = (out / "comparison.md").read_text()
+    assert "| s30-a |" in table and "| never |" in table and "± 1.414" in table
+    assert {p.name for p in (out / "plots").iterdir()} == {
+        "latency_percentiles.png",
+        "duplicate_rate.png",
+        "recovery.png",
+        "parameter_sweep.png",
+    }
+
+
+def test_compare_needs_summaries(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    assert main(["compare", str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 1
+    assert "summary.json: missing: run `python -m analysis summarize" in capsys.readouterr().err
+
+
+def test_summarize_command_line(tmp_path):
+    run = RunDir(tmp_path, parameters={"warmup_s": 0})
+    for i in range(1, 801):
+        run.produce(i, B + 10 * i).receive(i, B + 10 * i + 25)
+    run.fault(B + 1_000, B + 1_500)
+    path = run.write()
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis", "summarize", str(path), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "latency ms  p50 25  p90 25" in done.stdout
+    assert "fault 1     kill node2 at +0.990 s: stall 0.010 s, recovery 0.025 s" in done.stdout
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["analysis"]["master"] == "local[1]"
+    assert (path / "report.html").exists() and (path / "plots" / "throughput.png").exists()
+
+
+def test_summarize_command_line_bad_input(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis", "summarize", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"python -m analysis summarize: error: {tmp_path / 'nope'}: not a directory"
+    )
+    usage = subprocess.run(
+        [sys.executable, "-m", "analysis", "summarize", str(tmp_path), "--conf", "x"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr
