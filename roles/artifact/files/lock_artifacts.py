@@ -51,6 +51,30 @@ COMPONENTS: dict[str, dict] = {
             r"(manylinux\S*_(x86_64|aarch64)|macosx_\S*_universal2)\.whl",
         },
     },
+    # The analysis host's plotting stack: matplotlib and what it imports (pyspark comes with
+    # the spark role's distribution). Binary packages bundle one wheel per CPython 3.11-3.14
+    # (numpy 2.4 needs 3.11) on Linux x86_64 and aarch64; pip takes the host's.
+    **{
+        name: {
+            "role": "analysis",
+            "pypi": {
+                "package": name,
+                "select": rf"{name}-{{v}}-cp31[1-4]-cp31[1-4]-manylinux\S*_(x86_64|aarch64)\.whl",
+            },
+        }
+        for name in ("matplotlib", "numpy", "contourpy", "kiwisolver", "pillow")
+    },
+    **{
+        name: {"role": "analysis", "pypi": {"package": name, "file": wheel}}
+        for name, wheel in (
+            ("fonttools", "fonttools-{v}-py3-none-any.whl"),
+            ("cycler", "cycler-{v}-py3-none-any.whl"),
+            ("pyparsing", "pyparsing-{v}-py3-none-any.whl"),
+            ("packaging", "packaging-{v}-py3-none-any.whl"),
+            ("python-dateutil", "python_dateutil-{v}-py3-none-any.whl"),
+            ("tzdata", "tzdata-{v}-py2.py3-none-any.whl"),
+        )
+    },
     "zookeeper": {
         "role": "zookeeper",
         "maven": {
