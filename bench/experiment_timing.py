@@ -82,7 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity-count", type=int, default=300_000)
     parser.add_argument("--paced-count", type=int, default=100_000)
-    parser.add_argument("--count", type=int, default=20_000, help="messages per experiment")
+    parser.add_argument("--count", type=int, default=40_000, help="messages per experiment")
     parser.add_argument("--rate", type=int, default=2_000, help="msg/s per experiment")
     args = parser.parse_args()
 
