@@ -149,6 +149,15 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
         len(line["input_end"]) == 4 for line in lag if "error" not in line
     )
 
+    # The run ends with its PySpark summary: report and plots written, headline numbers printed.
+    analysed = json.loads((out / "summary.json").read_text())
+    assert (analysed["produced"], analysed["lost"], analysed["duplicate_records"]) == (COUNT, 0, 0)
+    assert analysed["latency_ms"]["count"] == latency["messages"]
+    assert analysed["latency_ms"]["p50"] == latency["p50"]
+    assert (out / "report.md").exists() and (out / "report.html").exists()
+    assert {p.name for p in (out / "plots").iterdir()} >= {"latency_cdf.png", "throughput.png"}
+    assert "Summarise the run (summary.json" in run.output
+
     logs = {p.name for p in (out / "engine" / "logs").iterdir()}
     assert logs == {"node1.log", "node2.log", "node3.log"}
     if engine == "flink":
