@@ -56,6 +56,8 @@ def run_once(engine: str, count: int, rate: float, warmup_s: int, results: Path)
         "warmup_s": warmup_s,
         "run_id": run_id,
         "experiment_results_dir": str(results),
+        # The figures come from the run's own first-summary.json; the PySpark report is not needed.
+        "analyze_on": "none",
     }
     started = time.monotonic()
     lab_playbooks.run(("experiment.yml",), extravars)
