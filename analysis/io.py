@@ -80,10 +80,15 @@ PRODUCED_SCHEMA = RecordSchema(
     expected="msg_id, intended_ms, sent_ms: integers; acked: true or false",
 )
 RECEIVED_SCHEMA = RecordSchema(
-    fields={"msg_id": T.LongType(), "recv_ms": T.LongType()},
+    fields={
+        "msg_id": T.LongType(),
+        "recv_ms": T.LongType(),
+        "processed_ms": T.LongType(),
+        "broker_ms": T.LongType(),
+    },
     required=("recv_ms",),
     msg_id_may_be_null=True,
-    expected="msg_id: integer or null; recv_ms: integer",
+    expected="msg_id: integer or null; recv_ms: integer; processed_ms, broker_ms: integer or null",
 )
 
 

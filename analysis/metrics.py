@@ -36,7 +36,13 @@ def messages(produced: DataFrame, received: DataFrame) -> DataFrame:
     deliveries = (
         received.filter(F.col("msg_id").isNotNull())
         .groupBy("msg_id")
-        .agg(F.min("recv_ms").alias("first_recv_ms"), F.count(F.lit(1)).alias("deliveries"))
+        .agg(
+            F.min("recv_ms").alias("first_recv_ms"),
+            F.count(F.lit(1)).alias("deliveries"),
+            # The engine's and the broker's stamps of the first delivery (null when absent).
+            F.min_by("processed_ms", "recv_ms").alias("first_processed_ms"),
+            F.min_by("broker_ms", "recv_ms").alias("first_broker_ms"),
+        )
     )
     return by_id.join(deliveries, "msg_id", "full_outer").persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -101,6 +107,34 @@ def latency_histogram(
         chosen = chosen.filter(F.col("first_recv_ms") < received_before_ms)
     rows = chosen.groupBy(latency().alias("latency")).count().orderBy("latency").collect()
     return [(row["latency"], row["count"]) for row in rows]
+
+
+# The parts of a message's latency, from the timestamps of its first delivery (docs/metrics.md).
+LATENCY_PARTS = {
+    "send_lag": ("intended_ms", "sent_ms"),
+    "to_engine": ("sent_ms", "first_processed_ms"),
+    "engine_to_broker": ("first_processed_ms", "first_broker_ms"),
+    "broker_to_collector": ("first_broker_ms", "first_recv_ms"),
+}
+
+
+def latency_part_histograms(table: DataFrame, intended_from_ms: int) -> dict[str, Histogram]:
+    """(ms, messages) ascending for each part of the latency, over the acknowledged messages
+    first delivered whose intended_ms >= intended_from_ms and whose first delivery carries both
+    stamps. One aggregation per part; each returns one row per distinct millisecond."""
+    chosen = table.filter(
+        delivered_acked()
+        & (F.col("intended_ms") >= intended_from_ms)
+        & F.col("first_processed_ms").isNotNull()
+        & F.col("first_broker_ms").isNotNull()
+    )
+    histograms: dict[str, Histogram] = {}
+    for name, (start, end) in LATENCY_PARTS.items():
+        rows = (
+            chosen.groupBy((F.col(end) - F.col(start)).alias("ms")).count().orderBy("ms").collect()
+        )
+        histograms[name] = [(row["ms"], row["count"]) for row in rows]
+    return histograms
 
 
 def _second(column: str, t0_ms: int) -> Column:

@@ -249,6 +249,24 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
     )
     names = ["p50", "p90", "p99", "p99.9", "max", "mean"]
     out.append(Table(names, [[number(latency[name]) for name in names]]))
+    parts = s.get("latency_parts_ms") or {}
+    if parts:
+        out.append(
+            Paragraph(
+                "Where it goes, from the first delivery's stamps (docs/metrics.md): send lag "
+                "(sent - intended), to the engine (processed - sent), engine to broker (broker "
+                "append - processed), broker to collector (received - broker append), in ms."
+            )
+        )
+        out.append(
+            Table(
+                ["part", "count", "p50", "p99", "max"],
+                [
+                    [name, count(part["count"]), *(number(part[k]) for k in ("p50", "p99", "max"))]
+                    for name, part in parts.items()
+                ],
+            )
+        )
 
     throughput = s["throughput"]
     out.append(Heading("Throughput"))

@@ -93,6 +93,14 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
             else []
         )
         latency = histogram.describe(latency_counts)
+        latency_parts = (
+            {
+                name: histogram.describe(counts)
+                for name, counts in metrics.latency_part_histograms(table, steady_from).items()
+            }
+            if totals.first_intended_ms is not None
+            else {}
+        )
         produced_s = metrics.produced_per_second(table, origin, steady_from)
         delivered_s = metrics.delivered_per_second(table, origin, steady_from)
         records_s = metrics.records_per_second(received.frame, origin)
@@ -150,6 +158,7 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         "warmup_s": inputs.warmup_s,
         "steady_from_ms": steady_from,
         "latency_ms": latency,
+        "latency_parts_ms": latency_parts,
         "throughput": {
             "produced_per_s": produced_s.describe(),
             "received_per_s": delivered_s.describe(),

@@ -47,14 +47,20 @@ class RunDir:
         self.produced_lines.append(line(row))
         return self
 
-    def receive(self, msg_id: int | None, recv_ms: int) -> RunDir:
+    def receive(
+        self,
+        msg_id: int | None,
+        recv_ms: int,
+        processed_ms: int | None = None,
+        broker_ms: int | None = None,
+    ) -> RunDir:
         row: dict[str, Any] = {
             "msg_id": msg_id,
             "recv_ms": recv_ms,
             "partition": 0,
             "offset": len(self.received_lines),
-            "processed_ms": recv_ms - 1,
-            "broker_ms": recv_ms - 1,
+            "processed_ms": recv_ms - 1 if processed_ms is None else processed_ms,
+            "broker_ms": recv_ms - 1 if broker_ms is None else broker_ms,
         }
         if msg_id is None:
             row["processed_ms"] = None

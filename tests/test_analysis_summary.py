@@ -117,6 +117,28 @@ def test_the_warm_up_leaves_early_messages_out_of_latency_only(spark, tmp_path):
     assert (s["produced"], s["duplicate_records"], s["duplicated_messages"]) == (6, 1, 1)
 
 
+def test_latency_is_cut_at_the_first_delivery_stamps(spark, tmp_path):
+    run = RunDir(tmp_path, parameters={"warmup_s": 1})
+    # msg_id, intended, sent, processed, broker, recv (ms after B); 1 is in the warm-up.
+    for msg_id, intended, sent, processed, broker, recv in [
+        (1, 0, 0, 500, 600, 700),
+        (2, 1000, 1002, 1040, 1050, 1070),
+        (3, 1500, 1500, 1600, 1610, 1650),
+        (4, 2000, 2001, 2031, 2101, 2111),
+    ]:
+        run.produce(msg_id, B + intended, sent_ms=B + sent)
+        run.receive(msg_id, B + recv, processed_ms=B + processed, broker_ms=B + broker)
+    # A replay of 3 later, with other stamps: only the first delivery counts.
+    run.receive(3, B + 9000, processed_ms=B + 8000, broker_ms=B + 8500)
+    parts = run_summary(spark, run)["latency_parts_ms"]
+    assert {name: (part["count"], part["p50"], part["max"]) for name, part in parts.items()} == {
+        "send_lag": (3, 1, 2),
+        "to_engine": (3, 38, 100),
+        "engine_to_broker": (3, 10, 70),
+        "broker_to_collector": (3, 20, 40),
+    }
+
+
 def test_throughput_is_per_second_buckets_and_their_mean(spark, tmp_path):
     run = RunDir(tmp_path)
     for i in range(1, 31):  # 10 msg/s for 3 s
