@@ -83,6 +83,8 @@ RECEIVED_SCHEMA = RecordSchema(
     fields={
         "msg_id": T.LongType(),
         "recv_ms": T.LongType(),
+        "partition": T.LongType(),
+        "offset": T.LongType(),
         "processed_ms": T.LongType(),
         "broker_ms": T.LongType(),
     },

@@ -39,9 +39,15 @@ def messages(produced: DataFrame, received: DataFrame) -> DataFrame:
         .agg(
             F.min("recv_ms").alias("first_recv_ms"),
             F.count(F.lit(1)).alias("deliveries"),
-            # The engine's and the broker's stamps of the first delivery (null when absent).
-            F.min_by("processed_ms", "recv_ms").alias("first_processed_ms"),
-            F.min_by("broker_ms", "recv_ms").alias("first_broker_ms"),
+            # The engine's and the broker's stamps of the first delivery (null when absent);
+            # records of one poll share recv_ms: partition and offset break the tie the same
+            # way everywhere.
+            F.min_by("processed_ms", F.struct("recv_ms", "partition", "offset")).alias(
+                "first_processed_ms"
+            ),
+            F.min_by("broker_ms", F.struct("recv_ms", "partition", "offset")).alias(
+                "first_broker_ms"
+            ),
         )
     )
     return by_id.join(deliveries, "msg_id", "full_outer").persist(StorageLevel.MEMORY_AND_DISK)
