@@ -161,6 +161,15 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64. Like Kafka's Uuid.randomUuid(), never
+    one that starts with '-', which the storage tool would take for an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A running single-node broker for the session; killed at the end. Fails, never skips."""
@@ -180,7 +189,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrok
         "-cp",
         f"{home / 'libs'}/*",
     ]
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     formatted = subprocess.run(
         [*base, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id]
         + ["--config", str(properties)],
