@@ -1,7 +1,10 @@
 """Produce messages 1..count to Kafka at a fixed rate and record what the broker acknowledged.
 
 python -m producer.produce --bootstrap H:9092 --topic T --count N --rate R --seed S \\
-    --out DIR/produced.jsonl [--progress-interval 2] [--no-idempotence]
+    --out DIR/produced.jsonl [--start-at-ms EPOCH_MS] [--progress-interval 2] [--no-idempotence]
+
+--start-at-ms fixes when message 1 is due (epoch ms on this host's clock), so other steps of a
+run (faults) can be scheduled against the same instant; by default it is due at once.
 
 Each message's line goes to DIR/produced.jsonl.part as soon as its outcome is known (see
 outcomes.py); at the end the file is renamed to produced.jsonl, after produced.summary.json.
@@ -60,6 +63,8 @@ class ProduceSettings:
     count: int
     rate: Fraction
     seed: int
+    # When message 1 is due (epoch ns); None: at once.
+    start_ns: int | None = None
 
 
 def wait_for_slot(
@@ -172,7 +177,8 @@ def run_producer(
     for every message never resolved. client describes the Kafka client for the summary.
     """
     log = DeliveryLog(settings.count)
-    schedule = Schedule(clock.now_ns(), settings.rate)
+    start_ns = clock.now_ns() if settings.start_ns is None else settings.start_ns
+    schedule = Schedule(start_ns, settings.rate)
     writer = ProducedWriter(out, log, schedule, clock)
     try:
         send_on_schedule(sender, settings, schedule, log, clock, progress, stop, writer)
@@ -201,6 +207,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", required=True, type=arguments.new_output_file, help="DIR/produced.jsonl (new)"
     )
+    parser.add_argument(
+        "--start-at-ms",
+        type=arguments.positive_int,
+        default=None,
+        help="epoch ms at which message 1 is due (default: at once)",
+    )
     parser.add_argument("--progress-interval", type=arguments.positive_seconds, default=2.0)
     parser.add_argument(
         "--idempotence",
@@ -224,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from producer import kafka_clients  # kafka is needed only from here on
 
-    settings = ProduceSettings(args.topic, args.count, args.rate, args.seed)
+    start_ns = None if args.start_at_ms is None else args.start_at_ms * NS_PER_MS
+    settings = ProduceSettings(args.topic, args.count, args.rate, args.seed, start_ns)
     try:
         sender = kafka_clients.open_producer(args.bootstrap, args.topic, args.idempotence)
     except kafka_clients.StartupError as error:

@@ -19,7 +19,7 @@ from kafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
 from kafka.future import Future
 
 from producer import produce
-from producer.clock import SimulatedClock, SystemClock
+from producer.clock import NS_PER_MS, NS_PER_S, SimulatedClock, SystemClock
 from producer.delivery import UNRESOLVED_ERROR, DeliveryLog
 from producer.messages import SensorMessages
 from producer.produce import ProduceSettings, run_producer, send_on_schedule
@@ -478,3 +478,23 @@ def test_the_package_runs_from_a_bare_copy_without_the_repository(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "must be a positive integer" in bad.stderr
+
+
+def test_a_given_start_time_fixes_when_the_first_message_is_due(tmp_path):
+    """--start-at-ms: message 1 is due then (not at once), so faults can share the instant."""
+    clock = SimulatedClock()
+    start_ns = clock.now_ns() + 3 * NS_PER_S
+    sender = FakeSender(clock)
+    settings = ProduceSettings("in", 3, Fraction(10), 1, start_ns)
+    summary = run_producer(
+        settings, sender, tmp_path / "produced.jsonl", clock, quiet_progress(), StopSignals()
+    )
+    assert [at for _, _, _, at in sender.sent] == [start_ns + i * NS_PER_S // 10 for i in range(3)]
+    assert summary["start_ms"] == start_ns // NS_PER_MS
+
+
+def test_the_start_time_option_takes_epoch_milliseconds(tmp_path):
+    common = ["--bootstrap", "h:9092", "--topic", "t", "--count", "1", "--rate", "1", "--seed", "1"]
+    args = produce.parse_args([*common, "--out", str(tmp_path / "p"), "--start-at-ms", "17955158"])
+    assert args.start_at_ms == 17955158
+    assert produce.parse_args([*common, "--out", str(tmp_path / "p")]).start_at_ms is None
