@@ -290,6 +290,8 @@ def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
         "settings_read_from": sources,
         "job_id": facts.get("job_id"),
         "probe": facts.get("probe"),
+        "produce_start_ms": facts.get("produce_start_ms"),
+        "recovery": facts.get("recovery"),
         "versions": versions,
         "installed": installed,
         "kit_commit": facts["kit_commit"],

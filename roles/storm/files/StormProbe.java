@@ -8,11 +8,19 @@
  *   ... StormProbe conf <name>          the topology's configuration as Nimbus holds it (one object:
  *                                       Storm's keys and the job's own, e.g. streamlab.*)
  *   ... StormProbe kill <name> <wait_s> kill, waiting wait_s seconds for in-flight tuples
+ *   ... StormProbe watch <name> <interval_ms> <stop_file>
+ *                                       one JSON line per interval (the engine's timeline): status,
+ *                                       executors and workers per host, worker restarts, spout
+ *                                       acked/failed, healthy; ends when stop_file exists
  *
  * Exit codes: 0 answered, 2 unknown topology, 3 Nimbus unreachable, 64 bad usage.
  */
 
 import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.TreeMap;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -50,10 +58,15 @@ public final class StormProbe {
     }
 
     private static int run(String[] args, PrintStream out) {
-        if (args.length == 0 || !List.of("cluster", "topology", "conf", "kill").contains(args[0])
-                || (!args[0].equals("cluster") && args.length < 2)) {
-            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | kill <name> <wait_s>");
+        if (args.length == 0 || !List.of("cluster", "topology", "conf", "kill", "watch").contains(args[0])
+                || (!args[0].equals("cluster") && args.length < 2)
+                || (args[0].equals("watch") && args.length < 4)) {
+            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | kill <name> <wait_s>"
+                    + " | watch <name> <interval_ms> <stop_file>");
             return 64;
+        }
+        if (args[0].equals("watch")) {
+            return watch(args[1], Long.parseLong(args[2]), Path.of(args[3]), out);
         }
         Map<String, Object> conf = Utils.readStormConfig();
         try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
@@ -192,6 +205,88 @@ public final class StormProbe {
         });
         out.put("errors", errors);
         return out;
+    }
+
+    /**
+     * The engine's timeline: every interval, what Nimbus says of the topology, one JSON line each
+     * (flushed), until stop_file exists. A worker (host:port) counts as restarted when its
+     * executors' uptime went down or it appeared after the first sample; healthy is ACTIVE with
+     * every executor of the first sample running (uptime > 0). A failed request is a line with
+     * "error"; the watch goes on.
+     */
+    private static int watch(String name, long intervalMs, Path stopFile, PrintStream out) {
+        Map<String, Object> conf = Utils.readStormConfig();
+        Map<String, Long> lastUptime = new HashMap<>();
+        long restarts = 0;
+        int expectedExecutors = -1;
+        NimbusClient nimbus = null;
+        while (!Files.exists(stopFile)) {
+            long started = System.currentTimeMillis();
+            Map<String, Object> line = new LinkedHashMap<>();
+            line.put("t_ms", started);
+            try {
+                if (nimbus == null) {
+                    nimbus = NimbusClient.getConfiguredClient(conf, 5_000);
+                }
+                TopologyInfo info = nimbus.getClient().getTopologyInfoByName(name);
+                Map<String, Long> uptime = new TreeMap<>();
+                Map<String, Integer> perHost = new TreeMap<>();
+                int running = 0;
+                for (ExecutorSummary e : info.get_executors()) {
+                    String worker = e.get_host() + ":" + e.get_port();
+                    uptime.merge(worker, (long) e.get_uptime_secs(), Math::min);
+                    perHost.merge(e.get_host(), 1, Integer::sum);
+                    running += e.get_uptime_secs() > 0 ? 1 : 0;
+                }
+                for (Map.Entry<String, Long> w : uptime.entrySet()) {
+                    Long before = lastUptime.get(w.getKey());
+                    if ((before == null && !lastUptime.isEmpty()) || (before != null && w.getValue() < before)) {
+                        restarts++;
+                    }
+                }
+                if (!uptime.isEmpty()) {
+                    lastUptime = new HashMap<>(uptime);
+                }
+                if (expectedExecutors < 0 && !info.get_executors().isEmpty()) {
+                    expectedExecutors = info.get_executors().size();
+                }
+                Map<String, Object> topology = topology(info);
+                line.put("status", info.get_status());
+                line.put("executors", info.get_executors().size());
+                line.put("executors_running", running);
+                line.put("executors_per_host", perHost);
+                line.put("workers", new ArrayList<>(uptime.keySet()));
+                line.put("worker_restarts", restarts);
+                line.put("spout_acked", topology.get("spout_acked"));
+                line.put("spout_failed", topology.get("spout_failed"));
+                line.put("healthy", "ACTIVE".equals(info.get_status()) && expectedExecutors > 0
+                        && running == expectedExecutors);
+            } catch (NotAliveException e) {
+                line.put("error", "no topology named " + name);
+                line.put("healthy", false);
+            } catch (Exception e) {
+                line.put("error", "Nimbus unreachable: " + e);
+                line.put("healthy", false);
+                if (nimbus != null) {
+                    nimbus.close();
+                    nimbus = null;
+                }
+            }
+            out.println(JSONValue.toJSONString(line));
+            out.flush();
+            long left = intervalMs - (System.currentTimeMillis() - started);
+            if (left > 0) {
+                try {
+                    Thread.sleep(left);
+                } catch (InterruptedException e) {
+                    break;
+                }
+            }
+        }
+        if (nimbus != null) {
+            nimbus.close();
+        }
+        return 0;
     }
 
     private static <K> long sum(Map<K, Long> counts) {
