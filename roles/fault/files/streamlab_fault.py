@@ -24,8 +24,10 @@ Actions (the fault types in roles/fault/tasks/types/ choose one):
                  string; undo: none (the engine restarts them): waits for new ones and notes them
   partition      drop every packet in and out of the cluster interface (nftables table
                  streamlab_fault); undo: delete the table
-  delay          netem delay with jitter on the cluster interface (root qdisc, handle 5e1a:);
-                 undo: delete that qdisc
+  delay          delay with jitter of every packet the cluster interface sends: a tc netem root
+                 qdisc (handle 5e1a:), or, on a kernel without sch_netem, an iptables NFQUEUE rule
+                 (comment streamlab_fault) whose packets streamlab_delay.py holds; undo: delete
+                 the qdisc, or the rule and the delayer
 
 Exit codes: 0 done, 1 the fault cannot be applied (the message says why), 64 bad usage.
 """
@@ -48,6 +50,10 @@ from typing import Any
 
 NFT_TABLE = "streamlab_fault"
 NETEM_HANDLE = "5e1a:"
+DELAY_QUEUE = 5157
+KIT_COMMENT = "streamlab_fault"
+DELAYER = Path(__file__).resolve().with_name("streamlab_delay.py")
+DELAYER_READY_S = 5.0
 WORKER_WAIT_STEP_S = 0.5
 ACTIONS = ("kill_group", "stop_programs", "pause_group", "kill_matching", "partition", "delay")
 Spec = dict[str, Any]
@@ -118,6 +124,12 @@ def process_group(pgid: int, netns: str | None) -> list[int]:
         except OSError:
             continue
     return sorted(members)
+
+
+def is_kit_process(pid: int) -> bool:
+    """The agent's own processes: schedules, reverters and delayers."""
+    line = command_line(pid)
+    return "streamlab_fault.py" in line or "streamlab_delay.py" in line
 
 
 def matching_processes(match: list[str], netns: str | None) -> list[int]:
@@ -250,17 +262,48 @@ def nft_partition_ruleset(iface: str) -> str:
     return f"table inet {NFT_TABLE} {{\n{chain('input', 'iifname')}{chain('output', 'oifname')}}}\n"
 
 
-def kernel_has_netem() -> bool:
-    """False when the running kernel says it was built without sch_netem (and has no module)."""
+def kernel_has(option: str, module: str) -> bool:
+    """False when the running kernel says it was built without option (and has no module)."""
     config = Path("/proc/config.gz")
     if not config.exists():
-        return True  # no way to tell: tc will say so if it is missing
+        return True  # no way to tell: the tool will say so if it is missing
     text = gzip.decompress(config.read_bytes()).decode(errors="replace")
-    if "CONFIG_NET_SCH_NETEM=y" in text:
+    if f"CONFIG_{option}=y" in text:
         return True
-    return "CONFIG_NET_SCH_NETEM=m" in text and bool(
-        list(Path("/lib/modules").glob(f"{os.uname().release}/**/sch_netem.ko*"))
+    return f"CONFIG_{option}=m" in text and bool(
+        list(Path("/lib/modules").glob(f"{os.uname().release}/**/{module}.ko*"))
     )
+
+
+def kernel_has_netem() -> bool:
+    return kernel_has("NET_SCH_NETEM", "sch_netem")
+
+
+def nfqueue_delay_rule(iface: str) -> list[str]:
+    """The iptables rule (after -I/-D) that queues the interface's outgoing packets."""
+    return [
+        "POSTROUTING", "-o", iface, "-m", "comment", "--comment", KIT_COMMENT,
+        "-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE), "--queue-bypass",
+    ]  # fmt: skip
+
+
+def nfqueue_rules() -> list[list[str]]:
+    """The kit's NFQUEUE rules in place, each as the arguments that delete it."""
+    if not has_tool("iptables"):
+        return []
+    shown = run([need_tool("iptables"), "-t", "mangle", "-S", "POSTROUTING"], check=False).stdout
+    return [
+        ["-D", *line.split()[1:]]
+        for line in shown.splitlines()
+        if line.startswith("-A ") and KIT_COMMENT in line
+    ]
+
+
+def remove_nfqueue_rules() -> int:
+    rules = nfqueue_rules()
+    for rule in rules:
+        run([need_tool("iptables"), "-t", "mangle", *[r.strip('"') for r in rule]])
+    return len(rules)
 
 
 def partition_installed() -> bool:
@@ -323,12 +366,17 @@ class Fault:
                     f"a partition is already in place (nftables table inet {NFT_TABLE})"
                 )
             return {"iface": self.iface}
-        need_tool("tc")
         if not kernel_has_netem():
-            raise FaultError(
-                "this host's kernel has no netem queueing discipline (sch_netem), so tc cannot add"
-                " a delay here: load the module (modprobe sch_netem) or use a kernel built with it"
-            )
+            if not kernel_has("NETFILTER_XT_TARGET_NFQUEUE", "xt_NFQUEUE"):
+                raise FaultError(
+                    "this host's kernel has neither the netem queueing discipline (sch_netem) nor"
+                    " the NFQUEUE target, so no delay can be added here: load sch_netem"
+                )
+            need_tool("iptables")
+            if nfqueue_rules():
+                raise FaultError(f"a delay is already in place (iptables rule {KIT_COMMENT})")
+            return {"iface": self.iface, "method": "nfqueue"}
+        need_tool("tc")
         foreign = foreign_root_qdisc(self.iface)
         if foreign:
             raise FaultError(
@@ -336,7 +384,26 @@ class Fault:
             )
         if netem_installed(self.iface):
             raise FaultError(f"a netem delay is already in place on {self.iface}")
-        return {"iface": self.iface}
+        return {"iface": self.iface, "method": "netem"}
+
+    def start_delayer(self, delay: int, jitter: int) -> int:
+        """Start streamlab_delay.py on the delay queue; return its pid once it is bound."""
+        state_dir = Path(self.spec["state_dir"])
+        ready = state_dir / f"{self.spec['id']}.delay.ready"
+        ready.unlink(missing_ok=True)
+        argv = [sys.executable, str(DELAYER), "--queue", str(DELAY_QUEUE), "--delay-ms", str(delay)]
+        argv += ["--jitter-ms", str(jitter), "--ready", str(ready)]
+        log = state_dir / f"{self.spec['id']}.delay.log"
+        pid = detach(argv, log)
+        pid_file(self.spec, "delayer").write_text(str(pid))
+        deadline = time.monotonic() + DELAYER_READY_S
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not ready.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            raise FaultError(f"the delayer did not bind its queue: {log.read_text()[-400:]}")
+        return pid
 
     def apply(self) -> dict[str, Any]:
         if self.action == "kill_group":
@@ -388,6 +455,16 @@ class Fault:
                 raise FaultError(f"nft refused the partition rules: {done.stdout.strip()}")
             return {"iface": self.iface, "nft_table": f"inet {NFT_TABLE}"}
         delay, jitter = int(self.spec.get("delay_ms") or 0), int(self.spec.get("jitter_ms") or 0)
+        if not kernel_has_netem():
+            pid = self.start_delayer(delay, jitter)
+            run([need_tool("iptables"), "-t", "mangle", "-I", *nfqueue_delay_rule(self.iface)])
+            return {
+                "iface": self.iface,
+                "delay_ms": delay,
+                "jitter_ms": jitter,
+                "method": "nfqueue",
+                "delayer_pid": pid,
+            }
         argv = [
             need_tool("tc"),
             "qdisc",
@@ -404,7 +481,7 @@ class Fault:
         if jitter:
             argv.append(f"{jitter}ms")
         run(argv)
-        return {"iface": self.iface, "delay_ms": delay, "jitter_ms": jitter}
+        return {"iface": self.iface, "delay_ms": delay, "jitter_ms": jitter, "method": "netem"}
 
     def undo(self, applied: dict[str, Any], end_ms: int) -> dict[str, Any]:
         if self.action in ("kill_group", "stop_programs"):
@@ -432,6 +509,16 @@ class Fault:
             if partition_installed():
                 run([need_tool("nft"), "delete", "table", "inet", NFT_TABLE])
             return {"nft_table_removed": True}
+        if applied.get("method") == "nfqueue":
+            removed = remove_nfqueue_rules()
+            pid = int(applied.get("delayer_pid") or 0)
+            if pid and "streamlab_delay" in command_line(pid):
+                os.kill(pid, signal.SIGTERM)  # it lets the packets it holds go, then exits
+                deadline = time.monotonic() + DELAYER_READY_S
+                while "streamlab_delay" in command_line(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            pid_file(self.spec, "delayer").unlink(missing_ok=True)
+            return {"nfqueue_rules_removed": removed, "delayer_stopped": pid}
         if netem_installed(self.iface):
             run(
                 [need_tool("tc"), "qdisc", "del", "dev", self.iface, "root", "handle", NETEM_HANDLE]
@@ -598,6 +685,7 @@ def records(spec: Spec) -> dict[str, Any]:
             "start_ms": driver(applied["start_ms"]) if applied else None,
             "end_ms": driver(ended["end_ms"]) if ended else None,
             "scheduled_ms": driver(at_ms),
+            "late_ms": applied["start_ms"] - at_ms if applied else None,
             "host_start_ms": applied["start_ms"] if applied else None,
             "host_end_ms": ended["end_ms"] if ended else None,
             "clock_offset_ms": spec.get("clock_offset_ms"),
@@ -630,7 +718,7 @@ def recover(state_dir: Path, iface: str, supervisorctl: list[str]) -> dict[str, 
             pid = int(pid_path.read_text().strip())
         except ValueError:
             pid = 0
-        if pid and on_this_host(pid, netns) and "streamlab_fault" in command_line(pid):
+        if pid and on_this_host(pid, netns) and is_kit_process(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
                 repaired.append(f"cancelled {pid_path.name.split('.')[-2]} (pid {pid})")
@@ -646,6 +734,9 @@ def recover(state_dir: Path, iface: str, supervisorctl: list[str]) -> dict[str, 
         if state == "T" and on_this_host(pid, netns) and "/streamlab" in command_line(pid):
             os.kill(pid, signal.SIGCONT)
             repaired.append(f"resumed stopped process {pid}")
+    removed = remove_nfqueue_rules()
+    if removed:
+        repaired.append(f"removed {removed} iptables NFQUEUE delay rule(s)")
     if has_tool("nft") and partition_installed():
         run([need_tool("nft"), "delete", "table", "inet", NFT_TABLE])
         repaired.append(f"removed the nftables table inet {NFT_TABLE}")
