@@ -195,6 +195,34 @@ def _lag_around(engine: Path, start_ms: int) -> dict[str, Any] | None:
     }
 
 
+def engine_health(
+    rows: list[dict[str, Any]], offsets: dict[str, float], start_ms: int
+) -> dict[str, Any] | None:
+    """When the engine itself said it was unwell after a fault, and when it said it ran again.
+
+    From the `healthy` flag of engine/timeline.jsonl (docs/results.md): the first sample at or
+    after start_ms that is not healthy, then the first healthy one after it. None without a
+    timeline that has the flag.
+    """
+    samples = []
+    for row in rows:
+        at = _on_driver_clock(_row_time(row), offsets.get(str(row.get("host")), 0.0))
+        if at is not None and isinstance(row.get("healthy"), bool):
+            samples.append((at, row["healthy"]))
+    if not samples:
+        return None
+    samples.sort()
+    after = [(at, ok) for at, ok in samples if at >= start_ms]
+    unwell = next((at for at, ok in after if not ok), None)
+    back = next((at for at, ok in after if ok and unwell is not None and at > unwell), None)
+    return {
+        "unhealthy_from_ms": unwell,
+        "healthy_again_ms": back,
+        "engine_recovery_s": None if back is None else (back - start_ms) / 1000,
+        "last_sample_ms": samples[-1][0],
+    }
+
+
 def timelines(run_dir: Path, run: dict[str, Any], starts: list[int]) -> list[dict[str, Any]]:
     """For each fault start: the engine's events from 10 s before to 120 s after it, and the
     consumer-group lag in that window (when engine/lag.jsonl is there)."""
@@ -206,6 +234,7 @@ def timelines(run_dir: Path, run: dict[str, Any], starts: list[int]) -> list[dic
         *_timeline_events(engine, clock_offsets(run)),
     ]
     events.sort(key=lambda e: e["t_ms"])
+    timeline_rows = read_optional_jsonl(engine / "timeline.jsonl") or []
     found = []
     for start in starts:
         near = [
@@ -220,5 +249,8 @@ def timelines(run_dir: Path, run: dict[str, Any], starts: list[int]) -> list[dic
         lag = _lag_around(engine, start)
         if lag is not None:
             entry["lag"] = lag
+        health = engine_health(timeline_rows, clock_offsets(run), start)
+        if health is not None:
+            entry["health"] = health
         found.append(entry)
     return found

@@ -259,3 +259,27 @@ def test_summarize_command_line_bad_input(tmp_path):
         check=False,
     )
     assert usage.returncode == 2 and "expected KEY=VALUE" in usage.stderr
+
+
+def test_the_engines_own_word_on_when_it_was_unwell_and_well_again():
+    start = 1_000_000
+    rows = [
+        {"t_ms": start - 1000, "healthy": True},
+        {"t_ms": start + 1000, "healthy": True},  # not noticed yet
+        {"t_ms": start + 2000, "healthy": False},
+        {"t_ms": start + 3000, "error": "timeout", "healthy": False},
+        {"t_ms": start + 9000, "healthy": True},
+        {"t_ms": start + 10000, "healthy": True},
+        {"t_ms": start + 11000, "state": "no flag"},
+    ]
+    health = engine.engine_health(rows, {}, start)
+    assert health == {
+        "unhealthy_from_ms": start + 2000,
+        "healthy_again_ms": start + 9000,
+        "engine_recovery_s": 9.0,
+        "last_sample_ms": start + 10000,
+    }
+    never_unwell = engine.engine_health(rows[:2], {}, start)
+    assert never_unwell["unhealthy_from_ms"] is None and never_unwell["engine_recovery_s"] is None
+    assert engine.engine_health(rows[:4], {}, start)["healthy_again_ms"] is None
+    assert engine.engine_health([{"t_ms": start}], {}, start) is None

@@ -4,9 +4,10 @@
         --stop-file timeline.stop [--interval-s 1] [--max-s 3600]
 
 Each line (engine/timeline.jsonl, docs/results.md): t_ms (this host's clock), the job's state,
-its tasks by status, numRestarts, the checkpoint counts and the latest completed checkpoint,
-the TaskManagers registered and the free slots, and healthy (the job RUNNING with every task
-RUNNING). A request that failed is a line with "error" (and healthy false); sampling goes on.
+its subtasks by status (summed over the vertices), numRestarts, the checkpoint counts and the
+latest completed checkpoint, the TaskManagers registered and the free slots, and healthy (the
+job RUNNING with every subtask RUNNING). A request that failed is a line with "error" (and
+healthy false); sampling goes on.
 Standard library only: it runs with whatever Python the driver host has.
 """
 
@@ -37,7 +38,11 @@ def sample(fetch: Fetch, job_id: str, now_ms: int) -> dict[str, Any]:
     line: dict[str, Any] = {"t_ms": now_ms}
     try:
         job = fetch(f"/jobs/{job_id}")
-        tasks = {k: v for k, v in (job.get("status-counts") or {}).items() if v}
+        tasks: dict[str, int] = {}
+        for vertex in job.get("vertices") or []:
+            for status, count in (vertex.get("tasks") or {}).items():
+                if count:
+                    tasks[status] = tasks.get(status, 0) + count
         total = sum(vertex.get("parallelism", 0) for vertex in job.get("vertices") or [])
         restarts = fetch(f"/jobs/{job_id}/metrics?get=numRestarts")
         checkpoints = fetch(f"/jobs/{job_id}/checkpoints")

@@ -1,0 +1,175 @@
+"""The fault agent on its own (roles/fault/files): schedules, undo, records, and the delayer's
+netlink messages. Real processes on this machine; the lab tests do the daemons and networks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+FILES = REPO / "roles" / "fault" / "files"
+sys.path.insert(0, str(FILES))
+
+import streamlab_delay as delay  # noqa: E402
+import streamlab_fault as agent  # noqa: E402
+
+MARKER = "streamlab-fault-agent-test-victim"
+
+
+@pytest.fixture
+def victim():
+    """A process the test may kill, recognisable by its command line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time, sys; time.sleep(300)", MARKER],
+        start_new_session=True,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def spec_file(tmp_path: Path, **overrides: object) -> Path:
+    spec = {
+        "id": "test-1",
+        "fault": "kill_storm_worker",
+        "host": "localhost",
+        "action": "kill_matching",
+        "match": [MARKER],
+        "first_at_ms": 0,
+        "every_ms": 0,
+        "count": 1,
+        "duration_ms": 1500,
+        "clock_offset_ms": 0,
+        "state_dir": str(tmp_path),
+        "parameters": {"duration_s": 1.5},
+    } | overrides
+    path = tmp_path / f"{spec['id']}.spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def agent_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(FILES / "streamlab_fault.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_schedule_kills_on_time_and_records_its_start_and_end(tmp_path, victim):
+    path = spec_file(tmp_path)
+    started = agent_cli("schedule", str(path))
+    assert started.returncode == 0, started.stdout + started.stderr
+    victim.wait(timeout=10)
+    assert victim.returncode == -signal.SIGKILL
+
+    done = agent_cli("records", str(path), "--wait-s", "20")
+    answer = json.loads(done.stdout)
+    assert answer["done"]
+    (record,) = answer["records"]
+    assert record["applied"]["pids"] == [victim.pid]
+    # Nothing restarts the victim: the undo waits out the duration, then says so.
+    assert record["reverted"] == {"restarted": False, "new_pids": []}
+    assert 1400 <= record["end_ms"] - record["start_ms"] <= 3000
+    assert 0 <= record["late_ms"] < 1000 and "error" not in record
+    # "now" was fixed in the spec when the schedule started, on the driver clock.
+    assert json.loads(path.read_text())["first_at_ms"] == record["scheduled_ms"]
+
+
+def test_the_undo_is_armed_before_the_fault_and_outlives_the_schedule(tmp_path, victim):
+    """Killing the schedule itself (the control node's side dying) does not stop the undo."""
+    path = spec_file(tmp_path, duration_ms=2500)
+    assert agent_cli("schedule", str(path)).returncode == 0
+    victim.wait(timeout=10)
+    schedule_pid = int((tmp_path / "test-1.schedule0.pid").read_text())
+    events = tmp_path / "test-1.events.jsonl"
+    deadline = time.monotonic() + 5
+    while "armed" not in events.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(schedule_pid, signal.SIGKILL)
+    answer = json.loads(agent_cli("records", str(path), "--wait-s", "1").stdout)
+    deadline = time.monotonic() + 10
+    while not answer["records"] or answer["records"][0]["end_ms"] is None:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
+        answer = json.loads(agent_cli("records", str(path)).stdout)
+    (record,) = answer["records"]
+    assert record["reverted"] is not None and not answer["done"]
+
+
+def test_an_impossible_fault_is_refused_before_anything_starts(tmp_path):
+    path = spec_file(tmp_path, match=["no-such-process-anywhere-0b9e"])
+    refused = agent_cli("schedule", str(path))
+    assert refused.returncode == 1
+    assert "no process on this host" in json.loads(refused.stdout)["error"]
+    assert not (tmp_path / "test-1.events.jsonl").exists()
+    assert not (tmp_path / "test-1.schedule0.pid").exists()
+
+
+def test_records_convert_host_times_to_the_driver_clock(tmp_path):
+    path = spec_file(tmp_path, first_at_ms=1_000_000, clock_offset_ms=250, count=2, every_ms=10_000)
+    spec = agent.load_spec(str(path))
+    assert agent.occurrence_times(spec) == [1_000_250, 1_010_250]
+    events = agent.Events(tmp_path, "test-1")
+    events.append(event="applied", k=0, start_ms=1_000_300, details={"pids": [1]})
+    events.append(event="reverted", k=0, end_ms=1_002_300, revert_begun_ms=1_001_800, details={})
+    (record,) = agent.records(spec)["records"]
+    assert (record["start_ms"], record["end_ms"]) == (1_000_050, 1_002_050)
+    assert (record["host_start_ms"], record["scheduled_ms"], record["late_ms"]) == (
+        1_000_300,
+        1_000_000,
+        50,
+    )
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [({"action": "reboot"}, "unknown action"), ({"id": "../x"}, "bad schedule id")],
+)
+def test_a_bad_spec_is_refused(tmp_path, change, message):
+    with pytest.raises(agent.FaultError, match=message):
+        agent.load_spec(str(spec_file(tmp_path, **change)))
+
+
+def test_the_partition_drops_both_directions_of_the_cluster_interface_only():
+    ruleset = agent.nft_partition_ruleset("eth0")
+    assert 'iifname "eth0" drop' in ruleset and 'oifname "eth0" drop' in ruleset
+    assert ruleset.startswith(f"table inet {agent.NFT_TABLE} ")
+
+
+def test_the_delayer_reads_packet_ids_and_acks_from_netlink_messages():
+    header = struct.pack(">IHB", 4242, 0x0800, 3)
+    packet = delay.message(
+        delay.NFQNL_MSG_PACKET, 5157, delay.attribute(delay.NFQA_PACKET_HDR, header), 0, 0
+    )
+    ack = delay.HEADER.pack(delay.HEADER.size + 4, delay.NLMSG_ERROR, 0, 1, 0) + struct.pack(
+        "=i", -1
+    )
+    assert delay.packet_ids(packet + packet + ack) == ([4242, 4242], [-1])
+
+
+def test_the_delayer_releases_each_packet_after_its_delay():
+    held = delay.Delayer.__new__(delay.Delayer)
+    held.delay_s, held.jitter_s, held.held = 0.1, 0.0, []
+    accepted: list[int] = []
+    held.accept = accepted.append
+    held.hold(7, now=10.0)
+    held.hold(8, now=10.05)
+    held.release_due(10.09)
+    assert accepted == []
+    held.release_due(10.1)
+    assert accepted == [7]
+    held.release_all()
+    assert accepted == [7, 8]

@@ -1,0 +1,326 @@
+"""playbooks/fault.yml on the test hosts: every fault type really happens, undoes itself on time
+(also when the control node dies), leaves a healthy lab, and bad requests change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import LAB_INVENTORY, REPO, on_lab_host, run_playbook, wait_until
+
+pytestmark = pytest.mark.lab
+
+PYTHON = "/opt/streamlab/venv/bin/python"
+AGENT = "/opt/streamlab/bin/streamlab_fault.py"
+STATE_DIR = "/var/lib/streamlab/faults"
+SUPERVISORCTL = ("/opt/streamlab/venv/bin/supervisorctl", "-c", "/etc/streamlab/supervisord.conf")
+DURATION_S = 12
+# Where a fault's undo may end after start + duration: the agent's tick, and a daemon's startsecs.
+UNDO_SLACK_MS = 6_000
+
+
+def program_state(lab: dict[str, str], host: str, program: str) -> str:
+    done = on_lab_host(lab[host], *SUPERVISORCTL, "status", program)
+    return done.stdout.split()[1] if len(done.stdout.split()) > 1 else done.stdout
+
+
+def program_pid(lab: dict[str, str], host: str, program: str) -> int:
+    return int(on_lab_host(lab[host], *SUPERVISORCTL, "pid", program).stdout.strip())
+
+
+def process_state(lab: dict[str, str], host: str, pid: int) -> str:
+    return on_lab_host(lab[host], "ps", "-o", "stat=", "-p", str(pid)).stdout.strip()
+
+
+def reachable(address: str, port: int = 22) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def ping_ms(lab: dict[str, str], source: str, destination: str) -> float:
+    """Average round trip of 5 pings between two test hosts."""
+    done = on_lab_host(lab[source], "ping", "-c", "5", "-i", "0.2", "-q", lab[destination])
+    return float(re.search(r"= [\d.]+/([\d.]+)/", done.stdout).group(1))
+
+
+def fault_records(lab: dict[str, str], host: str, schedule_id: str) -> list[dict]:
+    done = on_lab_host(lab[host], PYTHON, AGENT, "records", f"{STATE_DIR}/{schedule_id}.spec.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)["records"]
+
+
+def recover(tmp_path: Path) -> object:
+    """playbooks/fault.yml -e fault=recover: undo every fault, start what should run."""
+    run = run_playbook("fault.yml", LAB_INVENTORY, {"fault": "recover"}, tmp_path=tmp_path)
+    assert run.rc == 0, run.output[-4000:]
+    return run
+
+
+def healthy(tmp_path: Path) -> None:
+    """Every health check of the lab passes (playbooks/health.yml)."""
+    run = run_playbook("health.yml", LAB_INVENTORY, tmp_path=tmp_path)
+    assert run.rc == 0, run.output[-4000:]
+
+
+def all_running(lab: dict[str, str]) -> dict[str, list[str]]:
+    """Host -> every supervisord program line that is not RUNNING (empty lists when all run)."""
+    stopped = {}
+    for host in lab:
+        lines = on_lab_host(lab[host], *SUPERVISORCTL, "status").stdout.splitlines()
+        stopped[host] = [line for line in lines if " RUNNING " not in line]
+    return stopped
+
+
+@pytest.fixture
+def recovered(converged, tmp_path):
+    """Whatever a test did, the lab is recovered and healthy afterwards (a failure does not
+    cascade into the next test)."""
+    yield converged
+    run = run_playbook(
+        "fault.yml", LAB_INVENTORY, extravars={"fault": "recover"}, tmp_path=tmp_path
+    )
+    assert run.rc == 0, run.output[-4000:]
+
+
+def inject_while_watching(
+    lab: dict[str, str],
+    tmp_path: Path,
+    extravars: dict,
+    during: Callable[[], bool],
+    what: str,
+) -> tuple[object, list[dict]]:
+    """Run fault.yml (it waits for the undo); `during` must become true while the fault holds."""
+    schedule_id = f"test-{extravars['fault']}-{uuid.uuid4().hex[:6]}"
+    outcome: dict[str, object] = {}
+    worker = threading.Thread(
+        target=lambda: outcome.update(
+            run=run_playbook(
+                "fault.yml",
+                LAB_INVENTORY,
+                extravars={"duration_s": DURATION_S, "schedule_id": schedule_id, **extravars},
+                tmp_path=tmp_path,
+            )
+        )
+    )
+    worker.start()
+    try:
+        wait_until(lambda: during(), bool, what, timeout_s=60)
+    finally:
+        worker.join()
+    run = outcome["run"]
+    assert run.rc == 0, run.output[-4000:]
+    host = extravars.get("target", "node2")
+    records = fault_records(lab, host, schedule_id)
+    (record,) = records
+    assert record["host"] == host and record["fault"] == extravars["fault"]
+    lasted = record["end_ms"] - record["start_ms"]
+    assert DURATION_S * 1000 <= lasted <= DURATION_S * 1000 + UNDO_SLACK_MS, record
+    return run, records
+
+
+@pytest.mark.parametrize(
+    "fault,program,state",
+    [
+        ("kill_taskmanager", "flink-taskmanager", "EXITED"),
+        ("stop_taskmanager", "flink-taskmanager", "STOPPED"),
+        ("kill_supervisor", "storm-supervisor", "EXITED"),
+        ("kill_kafka_broker", "kafka", "EXITED"),
+    ],
+)
+def test_a_daemon_fault_happens_and_is_undone(recovered, tmp_path, fault, program, state):
+    lab = recovered
+    before = program_pid(lab, "node2", program)
+    _, (record,) = inject_while_watching(
+        lab,
+        tmp_path,
+        {"fault": fault},
+        lambda: program_state(lab, "node2", program) == state,
+        f"{program} {state} on node2",
+    )
+    assert before in record["applied"]["pids"][program]
+    assert program_state(lab, "node2", program) == "RUNNING"
+    assert program_pid(lab, "node2", program) != before
+    healthy(tmp_path)
+
+
+def test_node_down_kills_every_engine_daemon_of_the_host_at_once(recovered, tmp_path):
+    lab = recovered
+    engine_daemons = ("flink-taskmanager", "storm-supervisor")
+    _, (record,) = inject_while_watching(
+        lab,
+        tmp_path,
+        {"fault": "node_down"},
+        lambda: all(program_state(lab, "node2", p) == "EXITED" for p in engine_daemons),
+        "every engine daemon of node2 down",
+    )
+    assert sorted(record["applied"]["programs"]) == sorted(engine_daemons)
+    assert program_state(lab, "node2", "kafka") == "RUNNING"  # not an engine daemon
+    assert all(program_state(lab, "node2", p) == "RUNNING" for p in engine_daemons)
+    healthy(tmp_path)
+
+
+def test_pause_process_stops_the_daemon_and_resumes_it(recovered, tmp_path):
+    lab = recovered
+    pid = program_pid(lab, "node2", "flink-taskmanager")
+    inject_while_watching(
+        lab,
+        tmp_path,
+        {"fault": "pause_process", "daemon": "flink-taskmanager"},
+        lambda: process_state(lab, "node2", pid).startswith("T"),
+        "the TaskManager stopped (state T)",
+    )
+    assert not process_state(lab, "node2", pid).startswith("T")
+    assert program_pid(lab, "node2", "flink-taskmanager") == pid  # the same process, resumed
+    healthy(tmp_path)
+
+
+def test_a_partitioned_host_answers_nobody_until_the_partition_ends(recovered, tmp_path):
+    lab = recovered
+    inject_while_watching(
+        lab,
+        tmp_path,
+        {"fault": "network_partition", "target": "node3"},
+        lambda: not reachable(lab["node3"]),
+        "node3 unreachable",
+    )
+    assert on_lab_host(lab["node1"], "ping", "-c", "1", "-W", "2", lab["node3"]).returncode == 0
+    healthy(tmp_path)
+
+
+def test_network_delay_adds_the_latency_ping_measures(recovered, tmp_path):
+    lab = recovered
+    assert ping_ms(lab, "node1", "node2") < 5
+    seen: list[float] = []
+
+    def delayed() -> bool:
+        seen.append(ping_ms(lab, "node1", "node2"))
+        return seen[-1] > 40
+
+    _, (record,) = inject_while_watching(
+        lab, tmp_path, {"fault": "network_delay", "delay_ms": 50, "jitter_ms": 5}, delayed, "50 ms"
+    )
+    # node2 delays what it sends: each round trip waits 50 +- 5 ms once.
+    assert 45 <= seen[-1] <= 60, seen
+    assert record["applied"]["delay_ms"] == 50 and record["applied"]["method"] in (
+        "netem",
+        "nfqueue",
+    )
+    assert ping_ms(lab, "node1", "node2") < 5
+    healthy(tmp_path)
+
+
+def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path):
+    """The dead-man case: ansible-playbook is killed while node3 is cut off."""
+    lab = recovered
+    schedule_id = f"test-deadman-{uuid.uuid4().hex[:6]}"
+    duration_s = 25
+    playbook = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
+        + [str(REPO / "playbooks" / "fault.yml"), "-e", "fault=network_partition"]
+        + [
+            "-e",
+            "target=node3",
+            "-e",
+            f"duration_s={duration_s}",
+            "-e",
+            f"schedule_id={schedule_id}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: not reachable(lab["node3"]), bool, "node3 partitioned", timeout_s=60)
+        cut_at = time.monotonic()
+        os.killpg(playbook.pid, signal.SIGKILL)
+        playbook.wait(timeout=10)
+        time.sleep(3)
+        assert not reachable(lab["node3"]), "the partition ended when the control node died"
+        wait_until(lambda: reachable(lab["node3"]), bool, "node3 back", timeout_s=duration_s + 30)
+        back_after = time.monotonic() - cut_at
+    finally:
+        if playbook.poll() is None:
+            os.killpg(playbook.pid, signal.SIGKILL)
+    assert duration_s - 5 <= back_after <= duration_s + 5
+    (record,) = fault_records(lab, "node3", schedule_id)
+    assert duration_s * 1000 <= record["end_ms"] - record["start_ms"] <= duration_s * 1000 + 2000
+    assert record["reverted"]["nft_table_removed"]
+    healthy(tmp_path)
+
+
+def test_recover_undoes_a_fault_before_its_time(recovered, tmp_path):
+    lab = recovered
+    pid = program_pid(lab, "node2", "flink-taskmanager")
+    started = run_playbook(
+        "fault.yml",
+        LAB_INVENTORY,
+        extravars={
+            "fault": "pause_process",
+            "daemon": "flink-taskmanager",
+            "duration_s": 300,
+            "wait": False,
+        },
+        tmp_path=tmp_path,
+    )
+    assert started.rc == 0, started.output[-4000:]
+    wait_until(lambda: process_state(lab, "node2", pid), lambda s: s.startswith("T"), "paused")
+    recover = run_playbook(
+        "fault.yml", LAB_INVENTORY, extravars={"fault": "recover"}, tmp_path=tmp_path
+    )
+    assert recover.rc == 0, recover.output[-4000:]
+    assert f"resumed stopped process {pid}" in recover.output
+    assert "cancelled" in recover.output
+    assert not process_state(lab, "node2", pid).startswith("T")
+    healthy(tmp_path)
+
+
+def one_broker_inventory(tmp_path: Path) -> Path:
+    data = yaml.safe_load(LAB_INVENTORY.read_text())
+    data["all"]["children"]["kafka"] = {"hosts": {"node1": {}}}
+    path = tmp_path / "one-broker.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "extravars,inventory,message",
+    [
+        ({"fault": "unplug_everything"}, None, "fault=unplug_everything is not a fault the kit"),
+        ({"fault": "kill_taskmanager", "target": "node9"}, None, "target=node9 is not a host"),
+        ({"fault": "kill_taskmanager", "target": "node1"}, None, "target=node1 runs none of"),
+        ({"fault": "kill_supervisor", "engine": "flink"}, None, "does not fit engine=flink"),
+        ({"fault": "kill_kafka_broker"}, "one-broker", "would leave no Kafka broker"),
+        ({"fault": "pause_process"}, None, "pause_process needs the daemon to pause"),
+    ],
+)
+def test_a_bad_request_changes_nothing(converged, tmp_path, extravars, inventory, message):
+    lab = converged
+    schedules_before = {h: on_lab_host(lab[h], "ls", STATE_DIR).stdout for h in lab}
+    run = run_playbook(
+        "fault.yml",
+        one_broker_inventory(tmp_path) if inventory else LAB_INVENTORY,
+        extravars={"duration_s": 5, **extravars},
+        tmp_path=tmp_path,
+    )
+    assert run.rc != 0
+    assert message in run.output, run.output[-3000:]
+    assert {h: on_lab_host(lab[h], "ls", STATE_DIR).stdout for h in lab} == schedules_before
+    assert all_running(lab) == {h: [] for h in lab}
