@@ -1,0 +1,107 @@
+"""Lookup plugin: a role's settings given with -e by their short names (without the role prefix)."""
+
+from __future__ import annotations
+
+import os
+import typing as t
+from collections.abc import Mapping
+
+from ansible import constants as C
+from ansible.errors import AnsibleLookupError
+from ansible.plugins.lookup import LookupBase
+from ansible.utils.vars import load_extra_vars
+
+DOCUMENTATION = r"""
+name: streamlab_short_names
+author: streamlab
+short_description: A role's settings given as extra vars by their short names
+description:
+  - For each role named, reads the role's C(defaults/main.yml); every setting C(<role>_<name>)
+    there has the short name C(<name>). Returns a dict of C(<role>_<name>) to the value of each
+    short name given as an extra var (C(-e name=value), C(-e @file), as ansible-runner passes them).
+  - Only extra vars count. A variable of the same name from the inventory, a play, a role or a
+    fact is not taken, so a group variable called C(count) cannot change a run.
+  - The names come from the role's defaults, so a setting added there has its short name at once.
+  - Fails when a setting is given both ways with different values
+    (C(-e count=1 -e experiment_count=2)).
+options:
+  _terms:
+    description: Role names, found under the playbook's C(roles/), then C(roles_path).
+    required: true
+    type: list
+    elements: str
+  only:
+    description:
+      - Take only these short names (each must be a setting of the role); empty for all of them.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Take the experiment settings given with -e by their short names (-e count=20000)
+  ansible.builtin.set_fact:
+    "{{ item.key }}": "{{ item.value }}"
+  loop: "{{ lookup('streamlab_short_names', 'experiment') | dict2items }}"
+
+- name: Take -e runs=... for analysis_runs, and no other short name
+  ansible.builtin.set_fact:
+    "{{ item.key }}": "{{ item.value }}"
+  loop: "{{ lookup('streamlab_short_names', 'analysis', only=['runs']) | dict2items }}"
+"""
+
+RETURN = r"""
+_raw:
+  description: One dict of full setting name to the extra var's value, for all the roles named.
+  type: list
+  elements: dict
+"""
+
+DEFAULTS_FILES = ("main.yml", "main.yaml")
+
+
+class LookupModule(LookupBase):
+    def run(
+        self, terms: list[str], variables: dict[str, t.Any] | None = None, **kwargs: t.Any
+    ) -> list[dict[str, t.Any]]:
+        self.set_options(var_options=variables, direct=kwargs)
+        only: list[str] = self.get_option("only")
+        extra_vars = load_extra_vars(self._loader)
+        taken: dict[str, t.Any] = {}
+        for role in terms:
+            prefix = f"{role}_"
+            defaults = self._role_defaults(role, variables or {})
+            short_names = {k.removeprefix(prefix): k for k in defaults if k.startswith(prefix)}
+            unknown = sorted(set(only) - set(short_names))
+            if unknown:
+                raise AnsibleLookupError(
+                    f"{', '.join(unknown)}: no such setting of the {role} role "
+                    f"(its defaults/main.yml has no {', '.join(prefix + n for n in unknown)})"
+                )
+            for short, setting in short_names.items():
+                if short not in extra_vars or (only and short not in only):
+                    continue
+                if setting in extra_vars and extra_vars[setting] != extra_vars[short]:
+                    raise AnsibleLookupError(
+                        f"{setting} is given twice, -e {short}={extra_vars[short]} and "
+                        f"-e {setting}={extra_vars[setting]}: give one of them"
+                    )
+                taken[setting] = extra_vars[short]
+        return [taken]
+
+    def _role_defaults(self, role: str, variables: Mapping[str, t.Any]) -> Mapping[str, t.Any]:
+        """The settings of defaults/main.yml of the role, found as Ansible finds roles."""
+        playbook_dir = str(variables.get("playbook_dir", self._loader.get_basedir()))
+        searched = [os.path.join(playbook_dir, "roles"), *C.DEFAULT_ROLES_PATH, playbook_dir]
+        for base in searched:
+            for name in DEFAULTS_FILES:
+                path = os.path.join(base, role, "defaults", name)
+                if os.path.isfile(path):
+                    settings = self._loader.load_from_file(path) or {}
+                    if not isinstance(settings, Mapping):
+                        raise AnsibleLookupError(f"{path} is not a mapping of settings")
+                    return settings
+        raise AnsibleLookupError(
+            f"no role {role} with defaults/main.yml in {', '.join(searched)}: "
+            "name a role of the kit, or add its directory to roles_path in ansible.cfg"
+        )

@@ -1,0 +1,127 @@
+"""Short names (-e count=...) reach a playbook only as extra vars (plugins/lookup).
+
+Each test runs the playbook's own "Take the short names given with -e" task on localhost, in a
+tiny playbook whose inventory and facts define every short name too; nothing else of the
+experiment or the analysis runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+TASK = "Take the short names given with -e"
+
+
+def settings(role):
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    return sorted(defaults)
+
+
+def short_names_task(playbook):
+    plays = yaml.safe_load((REPO / "playbooks" / playbook).read_text())
+    tasks = [t for play in plays for t in play.get("pre_tasks", []) if t.get("name") == TASK]
+    assert len(tasks) == 1, f"{playbook}: one task named {TASK!r}"
+    return tasks[0]
+
+
+def run(tmp_path, playbook, role, *extra):
+    """Run the task with every short name of the role also an inventory variable and a fact.
+
+    Returns the exit code, the output and {setting: value or None when not set}.
+    """
+    shorts = [s.removeprefix(f"{role}_") for s in settings(role)]
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": sys.executable,
+                        }
+                    }
+                }
+            }
+        )
+    )
+    (inventory / "group_vars" / "all.yml").write_text(
+        yaml.safe_dump({short: f"inventory-{short}" for short in shorts} | {"count": 7})
+    )
+    result = tmp_path / "taken.json"
+    report = ", ".join(f"'{s}': {s} | default(None)" for s in settings(role))
+    play = {
+        "name": "Short names",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "pre_tasks": [
+            {
+                "name": "Define every short name as a fact",
+                "ansible.builtin.set_fact": {short: f"fact-{short}" for short in shorts},
+            },
+            short_names_task(playbook),
+            {
+                "name": "Report the settings",
+                "ansible.builtin.copy": {
+                    "content": "{{ {" + report + "} | to_json }}",
+                    "dest": str(result),
+                    "mode": "0644",
+                },
+            },
+        ],
+    }
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+    completed = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory)]
+        + [str(tmp_path / "play.yml"), *extra],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )
+    output = completed.stdout + completed.stderr
+    taken = json.loads(result.read_text()) if completed.returncode == 0 else {}
+    return completed.returncode, output, taken
+
+
+def test_experiment_takes_only_extra_vars(tmp_path):
+    rc, output, taken = run(tmp_path, "experiment.yml", "experiment", "-e", "rate=5")
+    assert rc == 0, output
+    assert taken.pop("experiment_rate") == "5", output
+    assert taken == dict.fromkeys(taken), f"taken from the inventory or a fact: {taken}"
+
+
+def test_experiment_takes_every_setting_of_the_role_defaults(tmp_path):
+    # A setting added to roles/experiment/defaults/main.yml has its short name at once; -e
+    # @file is how ansible-runner passes extra vars.
+    given = {s.removeprefix("experiment_"): f"given-{s}" for s in settings("experiment")}
+    extra = tmp_path / "extra.yml"
+    extra.write_text(yaml.safe_dump(given))
+    rc, output, taken = run(tmp_path, "experiment.yml", "experiment", "-e", f"@{extra}")
+    assert rc == 0, output
+    assert taken == {s: f"given-{s}" for s in settings("experiment")}
+
+
+def test_a_setting_given_twice_differently_fails(tmp_path):
+    rc, output, _ = run(
+        tmp_path, "experiment.yml", "experiment", "-e", "count=1", "-e", "experiment_count=2"
+    )
+    assert rc != 0
+    assert "experiment_count is given twice, -e count=1 and -e experiment_count=2" in output
+
+
+@pytest.mark.parametrize("given", [[], ["-e", "runs=a,b", "-e", "dir=/elsewhere"]])
+def test_analyze_takes_only_runs_and_only_from_extra_vars(tmp_path, given):
+    rc, output, taken = run(tmp_path, "analyze.yml", "analysis", *given)
+    assert rc == 0, output
+    assert taken.pop("analysis_runs") == ("a,b" if given else None), output
+    assert taken == dict.fromkeys(taken), f"taken besides analysis_runs: {taken}"
