@@ -2,6 +2,7 @@
 
 python -m analysis summarize RUN_DIR [--master URL] [--conf KEY=VALUE ...] [--driver-memory 1g]
 python -m analysis compare RUN_DIR... --out DIR
+python -m analysis advise RESULTS_DIR... --mtbf-s SECONDS [--max-p99-ms 1000] [--out DIR]
 
 Exit codes: 0 done, 1 bad input (the message names the file and line), 2 bad arguments.
 """
@@ -65,7 +66,47 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     compare.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     compare.add_argument("--out", type=Path, required=True, help="output directory")
+    from analysis.advise import DEFAULT_MAX_P99_MS
+
+    advise = commands.add_parser(
+        "advise",
+        help="the optimal Flink checkpoint interval for a failure rate, beside the measured best",
+        description="From Flink's measured checkpoint durations and a mean time between "
+        "failures: the Young/Daly and Lambert W optimal intervals, their utilisation, and the "
+        "interval that did best in the runs (docs/studies.md).",
+    )
+    advise.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        metavar="RESULTS_DIR",
+        help="a run directory, a study's directory (results/<study>/) or a directory of runs",
+    )
+    advise.add_argument(
+        "--mtbf-s",
+        type=positive_float,
+        required=True,
+        metavar="SECONDS",
+        help="mean time between failures in seconds",
+    )
+    advise.add_argument(
+        "--max-p99-ms",
+        type=positive_float,
+        default=DEFAULT_MAX_P99_MS,
+        help=f"acceptable mean p99 latency of a measured interval (default {DEFAULT_MAX_P99_MS:g})",
+    )
+    advise.add_argument("--out", type=Path, help="also write advice.md and advice.json here")
     return parser.parse_args(argv)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return value
 
 
 def run_summarize(args: argparse.Namespace) -> int:
@@ -105,10 +146,28 @@ def run_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_advise(args: argparse.Namespace) -> int:
+    from analysis import advise
+    from analysis.io import InputError
+
+    try:
+        advice = advise.advise(args.results, args.mtbf_s, args.max_p99_ms)
+    except InputError as error:
+        print(f"python -m analysis advise: error: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    print(advise.markdown(advice))
+    if args.out is not None:
+        written = advise.write(advice, args.out)
+        print(f"wrote {', '.join(str(path) for path in written)}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "summarize":
         return run_summarize(args)
+    if args.command == "advise":
+        return run_advise(args)
     return run_compare(args)
 
 
