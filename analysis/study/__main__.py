@@ -1,0 +1,202 @@
+"""streamlab-study SPEC.yml [-i INVENTORY] [--scale F] [--dry-run]: run a study (docs/studies.md).
+
+Exit codes: 0 every run complete and the report written; 1 some runs are not complete (the
+report covers the complete ones) or the study stopped at its failure limit; 2 a bad spec or
+argument (nothing ran); 130 interrupted (start it again to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.study import kit as kit_module
+from analysis.study import plan as plan_module
+from analysis.study import spec as spec_module
+from analysis.study.progress import duration_text
+from analysis.study.runner import (
+    COMPLETE,
+    LOGS_DIR,
+    RunExperiment,
+    StudyError,
+    StudyRunner,
+    load_record,
+    run_status,
+)
+
+EXIT_OK, EXIT_RUNS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+PROG = "streamlab-study"
+
+
+def scale_factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text} must be above 0 and at most 1 (0.1 runs every duration 10 times shorter)"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run playbooks/experiment.yml for every combination of a study spec, "
+        "resuming where an earlier start stopped, and compare the runs (docs/studies.md).",
+    )
+    parser.add_argument("spec", type=Path, metavar="SPEC.yml", help="the study spec")
+    parser.add_argument(
+        "-i",
+        "--inventory",
+        type=Path,
+        help="the lab's inventory (default: ansible.cfg's, as for ansible-playbook)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=scale_factor,
+        default=1.0,
+        help="multiply every duration the spec gives by this factor (0 < F <= 1) to fit a "
+        "smaller lab; the study gets its own name and its report says the scale",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list the runs and the estimated duration only"
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=kit_module.REPO / "results",
+        help="results directory (default: the checkout's results/)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=positive_int,
+        help="stop after this many runs that are not complete (default: the spec's "
+        f"max_failures, else {spec_module.DEFAULT_MAX_FAILURES})",
+    )
+    return parser.parse_args(argv)
+
+
+def error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, inventory: str) -> int:
+    todo = runner.check_existing()
+    forecast = runner.forecast(todo)
+    scale = "" if plan.scale == 1 else f", scale {plan.scale:g}"
+    print(f"study {plan.study} ({plan.spec.source}{scale}): {len(plan.runs)} runs")
+    print(f"run order: shuffled with seed {plan.order_seed} ({seed_note})")
+    print(f"inventory: {inventory}")
+    print(f"results: {runner.results_dir}/<run id>, report in {runner.study_dir}")
+    for value in plan.scaled:
+        print(f"  scaled {value.key}: {value.before} -> {value.after}")
+    width = max(len(run.run_id) for run in plan.runs)
+    for position, run in enumerate(plan.runs, start=1):
+        status = run_status(runner.results_dir / run.run_id)
+        if status == COMPLETE:
+            note = "complete, skipped"
+        else:
+            state = "to run" if status is None else "to repeat (incomplete, moved aside)"
+            note = f"{state}, ~{duration_text(forecast.estimates[run.run_id])}"
+        print(f"  {position:>3}  {run.run_id.ljust(width)}  {note}")
+    print(
+        f"to run: {len(todo)} of {len(plan.runs)}, estimated "
+        f"{duration_text(forecast.remaining_s())} (at most {runner.max_failures} failures)"
+    )
+    return EXIT_OK
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    kit: kit_module.Kit | None = None,
+    run_experiment: RunExperiment | None = None,
+) -> int:
+    """kit and run_experiment replace this checkout and ansible-runner (for the tests)."""
+    args = parse_args(argv)
+    try:
+        kit = kit or kit_module.Kit.load()
+        spec = spec_module.load(args.spec, kit)
+        study = plan_module.study_name(spec, args.scale)
+        results_dir = args.results.resolve()
+        record = load_record(results_dir / study) or {}
+        if spec.order_seed is not None:
+            order_seed, seed_note = spec.order_seed, "the spec's order_seed"
+        elif isinstance(record.get("order_seed"), int):
+            order_seed, seed_note = record["order_seed"], "recorded when the study first started"
+        else:
+            order_seed, seed_note = secrets.randbelow(2**31), "new; recorded in study.json"
+        plan = plan_module.make_plan(spec, kit, args.scale, order_seed)
+    except (kit_module.KitError, spec_module.SpecError, StudyError) as problem:
+        return error(str(problem))
+    if args.inventory is not None:
+        inventory: Path | None = args.inventory.resolve()
+        if not inventory.exists():
+            return error(f"-i {args.inventory}: no such inventory")
+        inventory_text = str(inventory)
+    else:
+        inventory = None
+        inventory_text = f"{kit.default_inventory()} (ansible.cfg's)"
+    from analysis.study.ansible import AnsibleExperiment
+    from analysis.study.progress import RichProgress
+
+    runner = StudyRunner(
+        plan,
+        kit,
+        results_dir,
+        run_experiment or AnsibleExperiment(kit, inventory, results_dir / plan.study / LOGS_DIR),
+        RichProgress(),
+        max_failures=args.max_failures,
+        inventory=inventory_text,
+    )
+    try:
+        if args.dry_run:
+            return dry_run(plan, runner, seed_note, inventory_text)
+        outcome = runner.run()
+    except StudyError as problem:
+        return error(str(problem))
+    except KeyboardInterrupt:
+        print(
+            f"{PROG}: interrupted; start it again to resume (complete runs are kept, "
+            "the interrupted one is repeated)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if outcome.stopped_early:
+        print(
+            f"{PROG}: stopped after {len(outcome.failed)} runs that are not complete "
+            f"(the limit); {len(outcome.complete)} of {len(plan.runs)} complete. See "
+            f"{runner.study_dir / 'study.json'} and logs/; start it again to resume.",
+            file=sys.stderr,
+        )
+        return EXIT_RUNS
+    from analysis.study.report import write_report
+
+    report = write_report(plan, results_dir, outcome)
+    if report is None:
+        print(f"{PROG}: no run is complete: nothing to compare", file=sys.stderr)
+        return EXIT_RUNS
+    print(f"wrote {report} (comparison.md, comparison.csv, plots/ beside it)")
+    if not outcome.finished:
+        print(
+            f"{PROG}: {len(outcome.failed) + len(outcome.not_run)} runs are not complete; "
+            "start the study again to repeat them",
+            file=sys.stderr,
+        )
+        return EXIT_RUNS
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

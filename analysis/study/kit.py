@@ -1,0 +1,119 @@
+"""What this checkout's experiment accepts, read from the roles themselves (no second list).
+
+- Engines: roles/experiment/tasks/<engine>/engine.yml exists (as the experiment role decides).
+- Each engine's own parameters: the keys of `_experiment_engine_parameters` in that file.
+- Fault types: `none`, the task files of roles/fault/tasks/types/ and the older fault schedules
+  of roles/experiment/tasks/faults/, whichever exist when the study runs.
+- Parameters: the keys of roles/experiment/defaults/main.yml without their `experiment_`
+  prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
+  settings below.
+"""
+
+from __future__ import annotations
+
+import configparser
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = Path("playbooks/experiment.yml")
+EXPERIMENT_DEFAULTS = Path("roles/experiment/defaults/main.yml")
+ENGINE_TASKS = Path("roles/experiment/tasks")
+FAULT_TYPES = Path("roles/fault/tasks/types")
+FAULT_SCHEDULES = Path("roles/experiment/tasks/faults")
+PREFIX = "experiment_"
+NO_FAULT = "none"
+# The fault role's extra vars: how a fault is scheduled and aimed. "number" ones must be
+# numbers, "text" ones strings.
+FAULT_SCHEDULE_PARAMETERS: dict[str, str] = {
+    "fault_at_s": "number",
+    "duration_s": "number",
+    "fault_every_s": "number",
+    "fault_count": "number",
+    "target": "text",
+    "delay_ms": "number",
+    "jitter_ms": "number",
+}
+# Settings a study gives each run itself: the engine and fault (spec keys `engines` and
+# `faults`), the run's name and where its results go.
+STUDY_SET_PARAMETERS = frozenset({"engine", "fault", "run_id", "results_dir"})
+
+
+class KitError(Exception):
+    """The checkout is not a streamlab kit the study can drive."""
+
+
+def _yaml_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise KitError(f"{path}: cannot read it ({error})") from error
+    if not isinstance(data, dict):
+        raise KitError(f"{path}: not a YAML mapping")
+    return data
+
+
+@dataclass(frozen=True)
+class Kit:
+    root: Path
+    engines: tuple[str, ...]
+    faults: tuple[str, ...]
+    # Short name -> default value, for every experiment setting.
+    defaults: dict[str, Any]
+    # Engine -> the parameters that only that engine's runs use.
+    engine_parameters: dict[str, frozenset[str]]
+
+    @classmethod
+    def load(cls, root: Path = REPO) -> Kit:
+        if not (root / PLAYBOOK).is_file():
+            raise KitError(
+                f"{root} has no {PLAYBOOK}: run the study from a streamlab checkout "
+                "(`make setup` installs streamlab-study from it)"
+            )
+        defaults = {
+            key.removeprefix(PREFIX): value
+            for key, value in _yaml_mapping(root / EXPERIMENT_DEFAULTS).items()
+            if key.startswith(PREFIX)
+        }
+        engine_files = sorted((root / ENGINE_TASKS).glob("*/engine.yml"))
+        engine_parameters = {
+            path.parent.name: frozenset(
+                _yaml_mapping(path).get("_experiment_engine_parameters") or {}
+            )
+            for path in engine_files
+        }
+        faults = {NO_FAULT}
+        for folder in (FAULT_TYPES, FAULT_SCHEDULES):
+            faults.update(path.stem for path in (root / folder).glob("*.yml"))
+        return cls(
+            root=root,
+            engines=tuple(engine_parameters),
+            faults=tuple(sorted(faults)),
+            defaults=defaults,
+            engine_parameters=engine_parameters,
+        )
+
+    @property
+    def playbook(self) -> Path:
+        return self.root / PLAYBOOK
+
+    @property
+    def study_parameters(self) -> tuple[str, ...]:
+        """The experiment settings a spec's `parameters` may give."""
+        return tuple(name for name in self.defaults if name not in STUDY_SET_PARAMETERS)
+
+    def owner(self, parameter: str) -> str | None:
+        """The engine whose runs alone use the parameter, None when every run uses it."""
+        for engine, names in self.engine_parameters.items():
+            if parameter in names:
+                return engine
+        return None
+
+    def default_inventory(self) -> str | None:
+        """ansible.cfg's inventory, as ansible-playbook would take it without -i."""
+        config = configparser.ConfigParser(interpolation=None)
+        config.read(self.root / "ansible.cfg")
+        return config.get("defaults", "inventory", fallback=None)

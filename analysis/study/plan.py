@@ -1,0 +1,280 @@
+"""A spec expanded into its runs: every combination, named, scaled and put in a shuffled order.
+
+A run's name is `<study>-<engine>-<setting>_<value>...-<fault>-r<repetition>`, with only the
+settings the spec gives as lists (they are what varies), so the same spec always gives the
+same names: that is how a study finds the runs it already has.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from analysis.study.kit import Kit
+from analysis.study.spec import AdviceSpec, FaultSpec, Scalar, SpecError, StudySpec
+
+# Timeouts that guard a measurement rather than shape it: --scale leaves them alone.
+UNSCALED_DURATIONS = frozenset({"probe_timeout_s", "quiet_s", "drain_timeout_s"})
+# Settings that set how long a run produces (with `rate`): --scale shortens `count`.
+SCALED_COUNT = "count"
+# After the producer, the drain waits until the job's consumer group committed the whole input:
+# Flink commits with each checkpoint, Storm's spout every offset commit period.
+DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offset_commit_period_s"}
+# Time a run takes beyond producing and draining: the playbook's checks, the job build cache,
+# topics, submission, readiness probe, evidence, stopping the job and the PySpark summary. The
+# 30 s runs of `make bench-engines` took 70 to 98 s from start to end (README), and the
+# playbook around them adds its checks and the analysis; measured runs replace this guess.
+RUN_OVERHEAD_S = 90.0
+RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    run_id: str
+    engine: str
+    fault: str
+    # The run's settings as experiment extra vars (short names), fault schedule included.
+    parameters: dict[str, Scalar]
+    repetition: int
+
+    def extravars(self, results_dir: str) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "fault": self.fault,
+            **self.parameters,
+            "run_id": self.run_id,
+            "results_dir": results_dir,
+        }
+
+
+@dataclass(frozen=True)
+class ScaledValue:
+    key: str
+    before: Scalar
+    after: Scalar
+
+
+@dataclass(frozen=True)
+class Plan:
+    study: str  # the study's name, with the scale when not 1
+    spec: StudySpec
+    scale: float
+    scaled: tuple[ScaledValue, ...]
+    order_seed: int
+    runs: tuple[PlannedRun, ...]  # in the order they run
+
+
+def scale_label(scale: float) -> str:
+    return f"{scale:g}".replace(".", "p")
+
+
+def study_name(spec: StudySpec, scale: float) -> str:
+    return spec.name if scale == 1 else f"{spec.name}-scale{scale_label(scale)}"
+
+
+def _is_duration(name: str) -> bool:
+    return name.endswith("_s") and name not in UNSCALED_DURATIONS
+
+
+def _scale_value(value: Scalar, scale: float) -> Scalar:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    scaled = math.floor(value * scale + 0.5)
+    return max(1, scaled) if value >= 1 else value
+
+
+def _scale_values(
+    key: str, values: tuple[Scalar, ...], scale: float, spec: StudySpec, found: list[ScaledValue]
+) -> tuple[Scalar, ...]:
+    scaled = tuple(_scale_value(value, scale) for value in values)
+    for before, after in zip(values, scaled, strict=True):
+        if before != after:
+            found.append(ScaledValue(key, before, after))
+    if len(set(scaled)) < len(scaled):
+        raise SpecError(
+            spec.source,
+            key,
+            f"--scale {scale:g} makes {list(values)} into {list(scaled)}, the same value twice: "
+            "choose a larger scale",
+        )
+    return scaled
+
+
+def scale_spec(spec: StudySpec, scale: float) -> tuple[StudySpec, tuple[ScaledValue, ...]]:
+    """The spec with every duration it gives multiplied by scale (rounded to whole seconds, at
+    least 1): `count` (the run's length at its rate), each `*_s` setting but the timeouts that
+    guard a measurement, the faults' times and the advice's mtbf_s."""
+    if not 0 < scale <= 1:
+        raise SpecError(spec.source, "--scale", f"{scale:g} must be above 0 and at most 1")
+    if scale == 1:
+        return spec, ()
+    found: list[ScaledValue] = []
+    parameters = {
+        name: (
+            _scale_values(f"parameters.{name}", values, scale, spec, found)
+            if name == SCALED_COUNT or _is_duration(name)
+            else values
+        )
+        for name, values in spec.parameters.items()
+    }
+    faults = tuple(
+        replace(
+            fault,
+            schedule={
+                name: (
+                    _scale_values(f"{fault.key}.{name}", values, scale, spec, found)
+                    if _is_duration(name)
+                    else values
+                )
+                for name, values in fault.schedule.items()
+            },
+        )
+        for fault in spec.faults
+    )
+    advice = spec.advice
+    if advice is not None:
+        mtbf_s = advice.mtbf_s * scale
+        found.append(ScaledValue("advice.mtbf_s", advice.mtbf_s, mtbf_s))
+        advice = AdviceSpec(mtbf_s=mtbf_s, max_p99_ms=advice.max_p99_ms)
+    return replace(spec, parameters=parameters, faults=faults, advice=advice), tuple(found)
+
+
+def _name_part(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value).lower().replace(".", "p")
+    return re.sub(r"[^a-z0-9_-]+", "-", text).strip("-") or "empty"
+
+
+def _fault_variants(fault: FaultSpec) -> list[tuple[str, dict[str, Scalar]]]:
+    names = list(fault.schedule)
+    variants = []
+    for values in itertools.product(*(fault.schedule[name] for name in names)):
+        schedule = dict(zip(names, values, strict=True))
+        label = "-".join(
+            [fault.label or fault.fault, *(f"{n}_{_name_part(schedule[n])}" for n in fault.listed)]
+        )
+        variants.append((label, schedule))
+    return variants
+
+
+def expand(spec: StudySpec, kit: Kit, study: str) -> list[PlannedRun]:
+    """Every combination in spec order: engines, their settings, their faults, repetitions."""
+    runs: list[PlannedRun] = []
+    where: dict[str, str] = {}
+    for engine in spec.engines:
+        names = [p for p in spec.parameters if kit.owner(p) in (None, engine)]
+        for values in itertools.product(*(spec.parameters[name] for name in names)):
+            parameters = dict(zip(names, values, strict=True))
+            setting_parts = [
+                f"{name}_{_name_part(parameters[name])}" for name in names if name in spec.listed
+            ]
+            for fault in spec.faults_for(engine):
+                for label, schedule in _fault_variants(fault):
+                    for repetition in range(1, spec.repetitions + 1):
+                        run_id = "-".join([study, engine, *setting_parts, label, f"r{repetition}"])
+                        if run_id in where and where[run_id] != fault.key:
+                            raise SpecError(
+                                spec.source,
+                                fault.key,
+                                f"gives the same run names as {where[run_id]} ({run_id}): give "
+                                "one of them a label",
+                            )
+                        if run_id in where or not RUN_ID_PATTERN.match(run_id):
+                            raise SpecError(
+                                spec.source,
+                                fault.key,
+                                f"makes the run name {run_id!r}, which is not unique or not a "
+                                "valid run id: give the fault a label",
+                            )
+                        where[run_id] = fault.key
+                        run = PlannedRun(
+                            run_id=run_id,
+                            engine=engine,
+                            fault=fault.fault,
+                            parameters={**parameters, **schedule},
+                            repetition=repetition,
+                        )
+                        check_run(run, spec, kit, fault)
+                        runs.append(run)
+    return runs
+
+
+def setting(run: PlannedRun, kit: Kit, name: str) -> Any:
+    """The value the run gets: the spec's, else the experiment's default."""
+    return run.parameters.get(name, kit.defaults.get(name))
+
+
+def produce_s(run: PlannedRun, kit: Kit) -> int:
+    """Seconds the producer sends, as the experiment computes it: ceil(count / rate)."""
+    return math.ceil(setting(run, kit, "count") / setting(run, kit, "rate"))
+
+
+def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> None:
+    """What would make a run measure nothing: a warm-up as long as the run, a fault after it."""
+    if setting(run, kit, "rate") <= 0 or setting(run, kit, "count") < 1:
+        raise SpecError(spec.source, "parameters", "count and rate must be above 0")
+    length = produce_s(run, kit)
+    warmup = setting(run, kit, "warmup_s")
+    if warmup >= length:
+        raise SpecError(
+            spec.source,
+            "parameters.warmup_s" if "warmup_s" in spec.parameters else "parameters.count",
+            f"{run.run_id}: warmup_s={warmup} covers the whole run ({length} s of messages): "
+            "lower warmup_s or raise count",
+        )
+    at = run.parameters.get("fault_at_s")
+    if at is None:
+        return
+    last = at
+    every = run.parameters.get("fault_every_s")
+    count = run.parameters.get("fault_count", 1)
+    if every is not None:
+        last = at + (count - 1) * every
+    if last >= length:
+        raise SpecError(
+            spec.source,
+            f"{fault.key}.fault_at_s",
+            f"{run.run_id}: the last fault would start {last:g} s after the producer's start, "
+            f"but it sends for {length} s: schedule the faults earlier or raise count",
+        )
+
+
+def estimated_s(run: PlannedRun, kit: Kit, overhead_s: float = RUN_OVERHEAD_S) -> float:
+    """Expected wall time: producing, the wait for the input to be committed, the quiet
+    period that ends the drain, and the run's overhead."""
+    commit = DRAIN_COMMIT_PARAMETER.get(run.engine)
+    commit_s = float(setting(run, kit, commit) or 0) if commit else 0.0
+    return produce_s(run, kit) + commit_s + float(setting(run, kit, "quiet_s")) + overhead_s
+
+
+def shuffled(runs: Sequence[PlannedRun], seed: int) -> list[PlannedRun]:
+    order = list(runs)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def make_plan(spec: StudySpec, kit: Kit, scale: float, order_seed: int) -> Plan:
+    """Raises SpecError for a spec that cannot run at this scale."""
+    scaled_spec, scaled = scale_spec(spec, scale)
+    study = study_name(spec, scale)
+    runs = shuffled(expand(scaled_spec, kit, study), order_seed)
+    return Plan(study, scaled_spec, scale, scaled, order_seed, tuple(runs))
+
+
+def overhead_from(measured: Mapping[str, float], plan: Plan, kit: Kit) -> float | None:
+    """The mean overhead of runs that already ran (their wall time beyond the estimate's
+    producing and draining), or None without any."""
+    extras = [
+        wall - estimated_s(run, kit, overhead_s=0)
+        for run in plan.runs
+        if (wall := measured.get(run.run_id)) is not None
+    ]
+    return max(0.0, sum(extras) / len(extras)) if extras else None

@@ -1,0 +1,151 @@
+"""The study's report: `compare` over its complete runs into results/<study>/, the checkpoint
+interval advice when the spec asks for it, and report.md saying what ran (scale, order seed,
+runs that are not complete)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from analysis import advise, compare
+from analysis.io import InputError
+from analysis.report import write_atomic, write_json
+from analysis.study.plan import Plan
+from analysis.study.runner import COMPLETE, StudyOutcome, load_record
+
+REPORT = "report.md"
+ADVICE_JSON = "advice.json"
+SUMMARY = "summary.json"
+
+SummarizeRuns = Callable[[Sequence[Path]], None]
+
+
+def spark_summarize(run_dirs: Sequence[Path]) -> None:
+    """Summarise runs that have no summary.json yet (the experiment's own analysis did not run
+    or failed), in one local Spark session."""
+    from analysis import session, summarize
+
+    spark = session.build()
+    try:
+        for run_dir in run_dirs:
+            try:
+                summarize.summarize(spark, run_dir)
+            except InputError as error:  # the report leaves the run out and says so
+                print(f"cannot summarise {run_dir}: {error}", file=sys.stderr)
+    finally:
+        spark.stop()
+
+
+def _scale_text(plan: Plan) -> list[str]:
+    if plan.scale == 1:
+        return ["Scale: 1, the durations as the spec gives them.", ""]
+    lines = [
+        f"**Scale {plan.scale:g}**: every duration the spec gives was multiplied by "
+        f"{plan.scale:g} (whole seconds, at least 1) so the study fits a smaller lab; "
+        "its figures describe the shortened runs.",
+        "",
+        "| setting | spec | ran with |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {value.key} | {value.before:g} | {value.after:g} |" for value in plan.scaled]
+    return [*lines, ""]
+
+
+def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
+    record = load_record(results_dir / plan.study) or {}
+    rows = []
+    for entry in record.get("runs") or []:
+        if entry.get("status") == COMPLETE:
+            continue
+        attempts = entry.get("attempts") or []
+        reasons = "; ".join(attempts[-1].get("reasons") or []) if attempts else ""
+        status = entry.get("status") if not attempts else attempts[-1].get("status")
+        rows.append(f"| {entry['run_id']} | {status} | {len(attempts)} | {reasons or '–'} |")
+    if not rows:
+        return []
+    return [
+        "## Runs that are not complete",
+        "",
+        "Left out of the comparison. Start the study again to repeat them (earlier attempts are "
+        "kept in attempts/ and their logs in logs/).",
+        "",
+        "| run | status | attempts | reasons of the last attempt |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _advice_section(
+    plan: Plan, run_dirs: Sequence[Path], study_dir: Path
+) -> tuple[list[str], dict[str, Any] | None]:
+    spec = plan.spec.advice
+    if spec is None or "flink" not in plan.spec.engines:
+        return [], None
+    max_p99 = spec.max_p99_ms or advise.DEFAULT_MAX_P99_MS
+    try:
+        advice = advise.advise(run_dirs, spec.mtbf_s, max_p99)
+    except InputError as error:
+        return ["## Checkpoint interval advice", "", f"No advice: {error}", ""], None
+    text = advise.markdown(advice, heading_level=2)
+    write_json(study_dir / ADVICE_JSON, advice.as_json())
+    return [text, ""], advice.as_json()
+
+
+def write_report(
+    plan: Plan,
+    results_dir: Path,
+    outcome: StudyOutcome,
+    summarize_runs: SummarizeRuns = spark_summarize,
+) -> Path | None:
+    """compare, advice and report.md into results/<study>/; None when no run is complete and
+    summarised. Complete runs without summary.json are summarised first."""
+    study_dir = results_dir / plan.study
+    run_dirs = [results_dir / run_id for run_id in outcome.complete]
+    if not run_dirs:
+        return None
+    missing = [run_dir for run_dir in run_dirs if not (run_dir / SUMMARY).is_file()]
+    if missing:
+        summarize_runs(missing)
+    unsummarised = [run_dir for run_dir in missing if not (run_dir / SUMMARY).is_file()]
+    run_dirs = [run_dir for run_dir in run_dirs if run_dir not in unsummarised]
+    if not run_dirs:
+        return None
+    compare.compare(run_dirs, study_dir)
+    comparison = (study_dir / "comparison.md").read_text(encoding="utf-8")
+    comparison = comparison.replace("# Comparison", "## Comparison", 1).replace(
+        "\n## Plots", "\n### Plots", 1
+    )
+    advice_lines, _ = _advice_section(plan, run_dirs, study_dir)
+    spec = plan.spec
+    total = len(plan.runs)
+    lines = [
+        f"# Study {plan.study}",
+        "",
+        *([spec.description, ""] if spec.description else []),
+        f"Spec: {spec.source}. Engines: {', '.join(spec.engines)}; {spec.repetitions} "
+        f"repetition(s) of each combination; {total} runs, in an order shuffled with seed "
+        f"{plan.order_seed} (study.json).",
+        "",
+        *_scale_text(plan),
+        f"Complete: {len(outcome.complete)} of {total} runs"
+        + ("." if outcome.finished else " (the comparison covers those)."),
+        "",
+        *_not_complete(plan, results_dir),
+        *(
+            [
+                "Complete but left out, as `python -m analysis summarize` could not summarise "
+                "them (see its error): " + ", ".join(run_dir.name for run_dir in unsummarised),
+                "",
+            ]
+            if unsummarised
+            else []
+        ),
+        comparison,
+        *advice_lines,
+    ]
+    path = study_dir / REPORT
+    write_atomic(path, "\n".join(lines).rstrip() + "\n")
+    return path

@@ -1,0 +1,390 @@
+"""Run a plan: skip what is complete, repeat what is not, record everything, stop at the limit.
+
+The experiment itself is a function handed in (ansible.AnsibleExperiment runs the playbook), so
+resuming, moving incomplete runs aside and the failure limit work the same without a lab.
+
+A run is complete when results/<run id>/run.json says `status: complete`. Anything else there
+(an incomplete run, or a directory without run.json: the playbook stopped before recording it)
+is moved to results/<study>/attempts/<run id>-<n> before the run is repeated, so nothing is
+overwritten or lost. results/<study>/study.json records the plan and every attempt; it is
+rewritten whole after each run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from analysis.advise import STUDY_RECORD
+from analysis.report import write_json
+from analysis.study.kit import Kit
+from analysis.study.plan import Plan, PlannedRun, estimated_s, overhead_from
+
+RUN_JSON = "run.json"
+ATTEMPTS_DIR = "attempts"
+LOGS_DIR = "logs"
+LOCK_FILE = ".lock"
+COMPLETE = "complete"
+INCOMPLETE = "incomplete"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+
+
+class StudyError(Exception):
+    """The study cannot start: its results disagree with the spec, or it already runs."""
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """What running one experiment returned: the playbook's exit code and its log."""
+
+    rc: int
+    log: str | None = None
+    output_tail: str = ""
+
+
+# run, its extra vars, a callback taking the phase the run is in -> the result.
+RunExperiment = Callable[[PlannedRun, dict[str, Any], Callable[[str], None]], ExperimentResult]
+
+
+@dataclass
+class Attempt:
+    run_id: str
+    status: str  # complete, incomplete, failed or interrupted
+    started_utc: str
+    wall_s: float
+    reasons: list[str] = field(default_factory=list)
+    rc: int | None = None
+    log: str | None = None
+    # Where the run's earlier, incomplete result directory was moved before this attempt.
+    moved_aside: str | None = None
+
+
+@dataclass
+class StudyOutcome:
+    complete: list[str]
+    failed: list[str]
+    not_run: list[str]
+    stopped_early: bool
+
+    @property
+    def finished(self) -> bool:
+        return not self.failed and not self.not_run and not self.stopped_early
+
+
+class Forecast:
+    """Time left: the estimates of the runs not done, corrected by how the finished runs
+    compared with their estimates."""
+
+    def __init__(self, estimates: Mapping[str, float]) -> None:
+        self.estimates = dict(estimates)
+        self.actual: dict[str, float] = {}
+
+    def finished(self, run_id: str, wall_s: float) -> None:
+        self.actual[run_id] = wall_s
+
+    @property
+    def correction(self) -> float:
+        if not self.actual:
+            return 1.0
+        estimated = sum(self.estimates[run_id] for run_id in self.actual)
+        return sum(self.actual.values()) / estimated if estimated > 0 else 1.0
+
+    def remaining_s(self, current: str | None = None, current_elapsed_s: float = 0.0) -> float:
+        left = 0.0
+        for run_id, estimate in self.estimates.items():
+            if run_id in self.actual:
+                continue
+            expected = estimate * self.correction
+            left += max(0.0, expected - current_elapsed_s) if run_id == current else expected
+        return left
+
+
+class StudyProgress(Protocol):
+    def begin(self, plan: Plan, todo: Sequence[PlannedRun], forecast: Forecast) -> None: ...
+    def run_started(self, run: PlannedRun, position: int) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def run_finished(self, run: PlannedRun, attempt: Attempt) -> None: ...
+    def end(self) -> None: ...
+
+
+def read_run_record(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_dir / RUN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_status(run_dir: Path) -> str | None:
+    """complete, incomplete (anything but a complete run.json), or None when there is no
+    result directory."""
+    if not run_dir.exists():
+        return None
+    record = read_run_record(run_dir)
+    return COMPLETE if record is not None and record.get("status") == COMPLETE else INCOMPLETE
+
+
+def _same(planned: Any, recorded: Any) -> bool:
+    numbers = (int, float)
+    if isinstance(planned, bool) or isinstance(recorded, bool):
+        return str(planned).lower() == str(recorded).lower()
+    if isinstance(planned, numbers) and isinstance(recorded, numbers):
+        return math.isclose(float(planned), float(recorded))
+    return str(planned) == str(recorded)
+
+
+def disagreements(run: PlannedRun, record: Mapping[str, Any]) -> list[str]:
+    """Settings a recorded run ran with that differ from the plan's (those run.json records)."""
+    found = []
+    recorded = {**(record.get("parameters") or {}), "engine": record.get("engine")}
+    if "fault" in record:
+        recorded["fault"] = record["fault"]
+    planned = {**run.parameters, "engine": run.engine, "fault": run.fault}
+    for name, value in planned.items():
+        if _same(value, 0):  # 0 derives partitions, replication, parallelism, workers: any value
+            continue
+        if name in recorded and not _same(value, recorded[name]):
+            found.append(f"{name}={recorded[name]!r} (the plan: {value!r})")
+    return found
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StudyRunner:
+    def __init__(
+        self,
+        plan: Plan,
+        kit: Kit,
+        results_dir: Path,
+        run_experiment: RunExperiment,
+        progress: StudyProgress,
+        max_failures: int | None = None,
+        inventory: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plan = plan
+        self.kit = kit
+        self.results_dir = results_dir
+        self.study_dir = results_dir / plan.study
+        self.run_experiment = run_experiment
+        self.progress = progress
+        self.max_failures = max_failures or plan.spec.max_failures
+        self.inventory = inventory
+        self.clock = clock
+        self.attempts: dict[str, list[Attempt]] = {}
+        self.started_utc = _utc_now()
+
+    # ------------------------------------------------------------ the record
+
+    def load_record(self) -> dict[str, Any] | None:
+        return load_record(self.study_dir)
+
+    def record(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "study": plan.study,
+            "spec": str(plan.spec.source),
+            "name": plan.spec.name,
+            "description": plan.spec.description,
+            "scale": plan.scale,
+            "scaled": [asdict(value) for value in plan.scaled],
+            "order_seed": plan.order_seed,
+            "repetitions": plan.spec.repetitions,
+            "max_failures": self.max_failures,
+            "inventory": self.inventory,
+            "results_dir": str(self.results_dir),
+            "started_utc": self.started_utc,
+            "updated_utc": _utc_now(),
+            "runs": [
+                {
+                    "run_id": run.run_id,
+                    "engine": run.engine,
+                    "fault": run.fault,
+                    "parameters": run.parameters,
+                    "repetition": run.repetition,
+                    "status": run_status(self.results_dir / run.run_id) or "not run",
+                    "attempts": [asdict(a) for a in self.attempts.get(run.run_id, [])],
+                }
+                for run in plan.runs
+            ],
+        }
+
+    def save(self) -> None:
+        write_json(self.study_dir / STUDY_RECORD, self.record())
+
+    # ------------------------------------------------------------ checks before any run
+
+    def check_existing(self) -> list[PlannedRun]:
+        """The runs still to do; refuses when a complete run ran with other settings."""
+        todo = []
+        for run in self.plan.runs:
+            run_dir = self.results_dir / run.run_id
+            if run_status(run_dir) == COMPLETE:
+                record = read_run_record(run_dir) or {}
+                differ = disagreements(run, record)
+                if differ:
+                    raise StudyError(
+                        f"{run_dir} is a complete run of another spec: it ran with "
+                        f"{', '.join(differ)}. Give this study another name (name: in "
+                        f"{self.plan.spec.source}) or move that run away"
+                    )
+            else:
+                todo.append(run)
+        return todo
+
+    # ------------------------------------------------------------ running
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.study_dir.mkdir(parents=True, exist_ok=True)
+        with (self.study_dir / LOCK_FILE).open("w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StudyError(
+                    f"another streamlab-study is running {self.plan.study} "
+                    f"({self.study_dir / LOCK_FILE} is locked): wait for it to end"
+                ) from None
+            yield
+
+    def _move_aside(self, run_dir: Path) -> str:
+        folder = self.study_dir / ATTEMPTS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        number = 1
+        while (folder / f"{run_dir.name}-{number}").exists():
+            number += 1
+        target = folder / f"{run_dir.name}-{number}"
+        shutil.move(str(run_dir), str(target))
+        return str(target)
+
+    def _attempt(self, run: PlannedRun) -> Attempt:
+        run_dir = self.results_dir / run.run_id
+        moved = self._move_aside(run_dir) if run_dir.exists() else None
+        started_utc = _utc_now()
+        started = self.clock()
+        extravars = run.extravars(str(self.results_dir))
+        try:
+            result = self.run_experiment(run, extravars, self.progress.phase)
+        except KeyboardInterrupt:
+            attempt = Attempt(
+                run.run_id, INTERRUPTED, started_utc, self.clock() - started, ["interrupted"]
+            )
+            attempt.moved_aside = moved
+            self.attempts.setdefault(run.run_id, []).append(attempt)
+            raise
+        except Exception as error:  # a failed run is recorded; the study goes on
+            result = ExperimentResult(rc=-1, output_tail=f"{type(error).__name__}: {error}")
+        wall_s = self.clock() - started
+        record = read_run_record(run_dir)
+        if record is not None and record.get("status") == COMPLETE:
+            status, reasons = COMPLETE, []
+        elif record is not None:
+            status = INCOMPLETE
+            reasons = [str(r) for r in record.get("incomplete_reasons") or []] or [
+                f"run.json status is {record.get('status')!r}"
+            ]
+        else:
+            status = FAILED
+            tail = result.output_tail.strip().splitlines()[-3:]
+            reasons = [
+                f"the experiment stopped before recording the run (exit code {result.rc})",
+                *tail,
+            ]
+        return Attempt(
+            run_id=run.run_id,
+            status=status,
+            started_utc=started_utc,
+            wall_s=round(wall_s, 1),
+            reasons=reasons,
+            rc=result.rc,
+            log=result.log,
+            moved_aside=moved,
+        )
+
+    def forecast(self, todo: Sequence[PlannedRun]) -> Forecast:
+        earlier = self.load_record() or {}
+        walls = {
+            entry["run_id"]: attempt["wall_s"]
+            for entry in earlier.get("runs") or []
+            for attempt in entry.get("attempts") or []
+            if attempt.get("status") == COMPLETE
+        }
+        overhead = overhead_from(walls, self.plan, self.kit)
+        return Forecast(
+            {
+                run.run_id: estimated_s(run, self.kit)
+                if overhead is None
+                else estimated_s(run, self.kit, overhead)
+                for run in todo
+            }
+        )
+
+    def run(self) -> StudyOutcome:
+        with self._lock():
+            earlier = self.load_record() or {}
+            for entry in earlier.get("runs") or []:
+                self.attempts[entry["run_id"]] = [
+                    Attempt(**attempt) for attempt in entry.get("attempts") or []
+                ]
+            self.started_utc = earlier.get("started_utc") or self.started_utc
+            todo = self.check_existing()
+            forecast = self.forecast(todo)
+            self.save()
+            failed: list[str] = []
+            stopped = False
+            self.progress.begin(self.plan, todo, forecast)
+            try:
+                for position, run in enumerate(todo, start=1):
+                    self.progress.run_started(run, position)
+                    try:
+                        attempt = self._attempt(run)
+                    finally:
+                        self.save()
+                    self.attempts.setdefault(run.run_id, []).append(attempt)
+                    self.save()
+                    forecast.finished(run.run_id, attempt.wall_s)
+                    self.progress.run_finished(run, attempt)
+                    if attempt.status != COMPLETE:
+                        failed.append(run.run_id)
+                        if len(failed) >= self.max_failures and position < len(todo):
+                            stopped = True
+                            break
+            finally:
+                self.progress.end()
+            complete = [
+                run.run_id
+                for run in self.plan.runs
+                if run_status(self.results_dir / run.run_id) == COMPLETE
+            ]
+            not_run = [
+                run.run_id
+                for run in self.plan.runs
+                if run.run_id not in complete and run.run_id not in failed
+            ]
+            return StudyOutcome(complete, failed, not_run, stopped)
+
+
+def load_record(study_dir: Path) -> dict[str, Any] | None:
+    """The study's record of an earlier start, None when there is none."""
+    path = study_dir / STUDY_RECORD
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise StudyError(f"{path}: not JSON ({error}); move it away to start afresh") from error
+    if not isinstance(data, dict):
+        raise StudyError(f"{path}: not a study record; move it away to start afresh")
+    return data

@@ -1,0 +1,345 @@
+"""A study spec (docs/studies.md): parsed and checked whole before any run starts.
+
+Every problem raises SpecError naming the spec file, the key (`parameters.rate`,
+`faults[1].fault_at_s`) and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis.study.kit import FAULT_SCHEDULE_PARAMETERS, NO_FAULT, Kit
+
+Scalar = str | int | float | bool
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+NAME_RULE = "lower-case letters, digits, '_' and '-', starting with a letter or digit"
+TOP_KEYS = (
+    "name",
+    "description",
+    "engines",
+    "parameters",
+    "faults",
+    "repetitions",
+    "order_seed",
+    "max_failures",
+    "advice",
+)
+FAULT_KEYS = ("fault", "engines", "label", *FAULT_SCHEDULE_PARAMETERS)
+ADVICE_KEYS = ("mtbf_s", "max_p99_ms")
+DEFAULT_MAX_FAILURES = 3
+
+
+class SpecError(Exception):
+    """A bad spec: which file, which key, what is wrong and how to fix it."""
+
+    def __init__(self, source: Path | str, key: str, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{source}: {key}: {problem}" if key else f"{source}: {problem}")
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One entry of `faults`: a fault type and its schedule, each setting one or more values."""
+
+    fault: str
+    engines: tuple[str, ...]
+    schedule: dict[str, tuple[Scalar, ...]]
+    # Settings given as lists: they vary, so they are part of the run names.
+    listed: tuple[str, ...]
+    label: str | None
+    key: str  # where it is in the spec, for messages: faults[2]
+
+
+@dataclass(frozen=True)
+class AdviceSpec:
+    mtbf_s: float
+    max_p99_ms: float | None
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    description: str
+    engines: tuple[str, ...]
+    # Experiment settings in spec order, each with its values (one unless given as a list).
+    parameters: dict[str, tuple[Scalar, ...]]
+    listed: tuple[str, ...]
+    faults: tuple[FaultSpec, ...]
+    repetitions: int
+    order_seed: int | None
+    max_failures: int
+    advice: AdviceSpec | None
+    source: Path
+
+    def faults_for(self, engine: str) -> tuple[FaultSpec, ...]:
+        return tuple(fault for fault in self.faults if engine in fault.engines)
+
+
+def load(path: Path, kit: Kit) -> StudySpec:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SpecError(path, "", f"cannot read the spec ({error.strerror})") from error
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise SpecError(path, "", f"not valid YAML ({error})") from error
+    return parse(data, kit, path)
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _whole(source: Path, key: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise SpecError(source, key, f"{value!r} must be a whole number of at least {minimum}")
+    return value
+
+
+def _positive(source: Path, key: str, value: Any) -> float:
+    if not _is_number(value) or not value > 0:
+        raise SpecError(source, key, f"{value!r} must be a number above 0")
+    return float(value)
+
+
+def _values(source: Path, key: str, value: Any) -> tuple[tuple[Scalar, ...], bool]:
+    """A setting's values and whether it was given as a list; refuses empty lists, duplicates
+    and values that are not single numbers, strings or booleans."""
+    listed = isinstance(value, list)
+    values = value if listed else [value]
+    if listed and not values:
+        raise SpecError(source, key, "an empty list runs nothing: give at least one value")
+    for index, item in enumerate(values):
+        where = f"{key}[{index}]" if listed else key
+        if item is None or isinstance(item, dict | list):
+            raise SpecError(
+                source, where, f"{item!r} is not a value: give a number, a string or true/false"
+            )
+    seen: list[Scalar] = []
+    for item in values:
+        if any(type(item) is type(other) and item == other for other in seen):
+            raise SpecError(source, key, f"{item!r} is listed twice: give each value once")
+        seen.append(item)
+    return tuple(values), listed
+
+
+def _check_type(source: Path, key: str, values: Sequence[Scalar], default: Any) -> None:
+    """A value has the kind of the setting's default: number, true/false or string."""
+    if isinstance(default, bool):
+        wanted, fits = "true or false", lambda v: isinstance(v, bool)
+    elif _is_number(default):
+        wanted, fits = "a number", _is_number
+    else:
+        wanted, fits = "a string", lambda v: isinstance(v, str)
+    for value in values:
+        if not fits(value):
+            raise SpecError(source, key, f"{value!r} must be {wanted} (the default is {default!r})")
+
+
+def _mapping(source: Path, key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(source, key, f"must be a mapping of name: value, not {value!r}")
+    for name in value:
+        if not isinstance(name, str):
+            raise SpecError(source, key, f"{name!r} is not a name")
+    return value
+
+
+def parse(data: Any, kit: Kit, source: Path) -> StudySpec:
+    if not isinstance(data, dict):
+        raise SpecError(source, "", "a spec is a YAML mapping (name:, engines:, parameters: ...)")
+    for key in data:
+        if key not in TOP_KEYS:
+            raise SpecError(
+                source,
+                str(key),
+                f"not a spec key{_did_you_mean(str(key), TOP_KEYS)}; known: {', '.join(TOP_KEYS)}",
+            )
+    name = data.get("name", source.stem)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise SpecError(source, "name", f"{name!r} must be {NAME_RULE}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError(source, "description", "must be a string")
+    engines = _engines(source, data.get("engines"), kit)
+    parameters, listed = _parameters(source, data.get("parameters", {}), kit, engines)
+    faults = _faults(source, data.get("faults", [{"fault": NO_FAULT}]), kit, engines)
+    order_seed = data.get("order_seed")
+    if order_seed is not None:
+        order_seed = _whole(source, "order_seed", order_seed, 0)
+    return StudySpec(
+        name=name,
+        description=description.strip(),
+        engines=engines,
+        parameters=parameters,
+        listed=listed,
+        faults=faults,
+        repetitions=_whole(source, "repetitions", data.get("repetitions", 1), 1),
+        order_seed=order_seed,
+        max_failures=_whole(
+            source, "max_failures", data.get("max_failures", DEFAULT_MAX_FAILURES), 1
+        ),
+        advice=_advice(source, data.get("advice")),
+        source=source,
+    )
+
+
+def _engines(source: Path, value: Any, kit: Kit) -> tuple[str, ...]:
+    known = ", ".join(kit.engines)
+    if value is None:
+        raise SpecError(source, "engines", f"missing: give a list of engines ({known})")
+    engines, _ = _values(source, "engines", value)
+    for index, engine in enumerate(engines):
+        if engine not in kit.engines:
+            raise SpecError(
+                source,
+                f"engines[{index}]",
+                f"{engine!r} is not an engine of this kit{_did_you_mean(str(engine), kit.engines)}"
+                f"; known: {known} (the folders of roles/experiment/tasks/ with an engine.yml)",
+            )
+    return tuple(str(engine) for engine in engines)
+
+
+def _parameters(
+    source: Path, value: Any, kit: Kit, engines: Sequence[str]
+) -> tuple[dict[str, tuple[Scalar, ...]], tuple[str, ...]]:
+    parameters: dict[str, tuple[Scalar, ...]] = {}
+    listed: list[str] = []
+    allowed = kit.study_parameters
+    for name, given in _mapping(source, "parameters", value).items():
+        key = f"parameters.{name}"
+        if name in ("engine", "fault"):
+            raise SpecError(
+                source, key, f"the study sets {name} itself: list them under {name}s: instead"
+            )
+        if name in FAULT_SCHEDULE_PARAMETERS:
+            raise SpecError(
+                source, key, "a fault's schedule setting: give it in an entry of faults:"
+            )
+        if name not in allowed:
+            raise SpecError(
+                source,
+                key,
+                f"not an experiment parameter{_did_you_mean(name, allowed)}; known: "
+                f"{', '.join(allowed)} (roles/experiment/defaults/main.yml without experiment_)",
+            )
+        owner = kit.owner(name)
+        if owner is not None and owner not in engines:
+            raise SpecError(
+                source,
+                key,
+                f"only {owner}'s runs use it and the study runs no {owner}: remove it, or add "
+                f"{owner} to engines",
+            )
+        values, is_list = _values(source, key, given)
+        _check_type(source, key, values, kit.defaults[name])
+        parameters[name] = values
+        if is_list:
+            listed.append(name)
+    return parameters, tuple(listed)
+
+
+def _faults(source: Path, value: Any, kit: Kit, engines: Sequence[str]) -> tuple[FaultSpec, ...]:
+    if not isinstance(value, list) or not value:
+        raise SpecError(
+            source,
+            "faults",
+            "must be a non-empty list of entries like {fault: kill_taskmanager, fault_at_s: 60} "
+            "(leave it out for no fault)",
+        )
+    faults = []
+    for index, entry in enumerate(value):
+        key = f"faults[{index}]"
+        if isinstance(entry, str):
+            entry = {"fault": entry}
+        entry = _mapping(source, key, entry)
+        for name in entry:
+            if name not in FAULT_KEYS:
+                raise SpecError(
+                    source,
+                    f"{key}.{name}",
+                    f"not a fault setting{_did_you_mean(name, FAULT_KEYS)}; known: "
+                    f"{', '.join(FAULT_KEYS)}",
+                )
+        fault = entry.get("fault")
+        if fault not in kit.faults:
+            raise SpecError(
+                source,
+                f"{key}.fault",
+                f"{fault!r} is not a fault type of this kit{_did_you_mean(str(fault), kit.faults)}"
+                f"; known: {', '.join(kit.faults)} (roles/fault/tasks/types/)",
+            )
+        fault_engines = tuple(engines)
+        if "engines" in entry:
+            chosen, _ = _values(source, f"{key}.engines", entry["engines"])
+            for position, engine in enumerate(chosen):
+                if engine not in engines:
+                    raise SpecError(
+                        source,
+                        f"{key}.engines[{position}]",
+                        f"{engine!r} is not one of the study's engines ({', '.join(engines)})",
+                    )
+            fault_engines = tuple(str(engine) for engine in chosen)
+        label = entry.get("label")
+        if label is not None and (not isinstance(label, str) or not NAME_PATTERN.match(label)):
+            raise SpecError(source, f"{key}.label", f"{label!r} must be {NAME_RULE}")
+        schedule: dict[str, tuple[Scalar, ...]] = {}
+        listed = []
+        for name, kind in FAULT_SCHEDULE_PARAMETERS.items():
+            if name not in entry:
+                continue
+            if fault == NO_FAULT:
+                raise SpecError(
+                    source, f"{key}.{name}", "fault none injects nothing: remove this setting"
+                )
+            values, is_list = _values(source, f"{key}.{name}", entry[name])
+            _check_type(source, f"{key}.{name}", values, 0 if kind == "number" else "")
+            for item in values:
+                if kind == "number" and item < 0:  # type: ignore[operator]
+                    raise SpecError(source, f"{key}.{name}", f"{item!r} must not be negative")
+            schedule[name] = values
+            if is_list:
+                listed.append(name)
+        faults.append(FaultSpec(str(fault), fault_engines, schedule, tuple(listed), label, key))
+    for engine in engines:
+        if not any(engine in fault.engines for fault in faults):
+            raise SpecError(
+                source,
+                "faults",
+                f"no entry applies to {engine}: add one with engines: [{engine}] "
+                "(fault: none for a baseline)",
+            )
+    return tuple(faults)
+
+
+def _advice(source: Path, value: Any) -> AdviceSpec | None:
+    if value is None:
+        return None
+    advice = _mapping(source, "advice", value)
+    for name in advice:
+        if name not in ADVICE_KEYS:
+            raise SpecError(
+                source, f"advice.{name}", f"not an advice setting; known: {', '.join(ADVICE_KEYS)}"
+            )
+    if "mtbf_s" not in advice:
+        raise SpecError(source, "advice.mtbf_s", "missing: the mean time between failures in s")
+    max_p99 = advice.get("max_p99_ms")
+    return AdviceSpec(
+        mtbf_s=_positive(source, "advice.mtbf_s", advice["mtbf_s"]),
+        max_p99_ms=None if max_p99 is None else _positive(source, "advice.max_p99_ms", max_p99),
+    )

@@ -1,0 +1,260 @@
+"""Running a study without a lab: resume, repeated incomplete runs, the failure limit, the
+record, the report and the command line (the experiment is a stand-in)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+from study_fixtures import STUDIES, FakeExperiment, fake_kit
+
+from analysis.study import __main__ as cli
+from analysis.study import plan, spec
+from analysis.study.progress import RichProgress, duration_text
+from analysis.study.report import write_report
+from analysis.study.runner import Forecast, StudyError, StudyRunner, load_record
+
+
+@pytest.fixture
+def kit(tmp_path):
+    return fake_kit(tmp_path / "kit")
+
+
+def smoke_plan(kit, seed: int = 3) -> plan.Plan:
+    return plan.make_plan(spec.load(STUDIES / "smoke.yml", kit), kit, 1.0, order_seed=seed)
+
+
+def quiet_progress() -> tuple[RichProgress, io.StringIO]:
+    out = io.StringIO()
+    return RichProgress(Console(file=out, force_terminal=False, width=200)), out
+
+
+def make_runner(the_plan, kit, results, experiment, max_failures=None):
+    progress, out = quiet_progress()
+    runner = StudyRunner(the_plan, kit, results, experiment, progress, max_failures=max_failures)
+    return runner, out
+
+
+def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    order = [run.run_id for run in the_plan.runs]
+
+    # First start: the first run completes, Ctrl-C arrives during the second.
+    first = FakeExperiment(results, lambda run, call: "complete" if call == 1 else "interrupt")
+    runner, _ = make_runner(the_plan, kit, results, first)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    assert first.calls == order[:2]
+    record = load_record(results / "smoke")
+    assert [r["status"] for r in record["runs"]] == ["complete", "incomplete", "not run", "not run"]
+    assert record["runs"][1]["attempts"][0]["status"] == "interrupted"
+    assert record["order_seed"] == 3
+
+    # Second start: only the three missing runs, in the plan's order; the interrupted run's
+    # directory is kept under attempts/ and the run repeated.
+    second = FakeExperiment(results)
+    runner, out = make_runner(the_plan, kit, results, second)
+    outcome = runner.run()
+    assert second.calls == order[1:]
+    assert outcome.finished and outcome.complete == order
+    assert (results / "smoke" / "attempts" / f"{order[1]}-1").is_dir()
+    record = load_record(results / "smoke")
+    assert [r["status"] for r in record["runs"]] == ["complete"] * 4
+    second_run = record["runs"][1]
+    assert [a["status"] for a in second_run["attempts"]] == ["interrupted", "complete"]
+    assert second_run["attempts"][1]["moved_aside"].endswith(f"attempts/{order[1]}-1")
+    assert record["runs"][0]["attempts"][0]["status"] == "complete"
+    assert second.extravars[0]["results_dir"] == str(results)
+    printed = out.getvalue()
+    assert "3 of 4 runs to do (1 already complete)" in printed
+    assert f"[4/4] {order[3]} complete" in printed
+
+    # Third start: nothing left to run.
+    third = FakeExperiment(results)
+    runner, _ = make_runner(the_plan, kit, results, third)
+    assert runner.run().finished and third.calls == []
+
+
+def test_an_incomplete_run_is_repeated_and_kept(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    target = the_plan.runs[2].run_id
+    experiment = FakeExperiment(
+        results, lambda run, call: "incomplete" if run.run_id == target else "complete"
+    )
+    runner, out = make_runner(the_plan, kit, results, experiment)
+    outcome = runner.run()
+    assert outcome.failed == [target] and not outcome.finished and not outcome.stopped_early
+    assert "the drain timed out" in out.getvalue()
+    record = load_record(results / "smoke")
+    entry = next(r for r in record["runs"] if r["run_id"] == target)
+    assert entry["status"] == "incomplete"
+    assert entry["attempts"][0]["reasons"] == ["the drain timed out"]
+
+    again = FakeExperiment(results)
+    runner, _ = make_runner(the_plan, kit, results, again)
+    assert runner.run().finished
+    assert again.calls == [target]
+    moved = results / "smoke" / "attempts" / f"{target}-1"
+    assert json.loads((moved / "run.json").read_text())["status"] == "incomplete"
+
+
+def test_failures_are_recorded_and_the_study_stops_at_the_limit(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    outcomes = {1: "nothing", 2: "complete", 3: "raise", 4: "complete"}
+    experiment = FakeExperiment(results, lambda run, call: outcomes[call])
+    runner, out = make_runner(the_plan, kit, results, experiment, max_failures=2)
+    outcome = runner.run()
+    assert outcome.stopped_early
+    assert experiment.calls == [run.run_id for run in the_plan.runs[:3]]
+    assert len(outcome.failed) == 2 and outcome.not_run == [the_plan.runs[3].run_id]
+    record = load_record(results / "smoke")
+    first, _, third, fourth = record["runs"]
+    assert first["attempts"][0]["status"] == "failed"
+    assert first["attempts"][0]["rc"] == 2
+    assert "stopped before recording the run (exit code 2)" in first["attempts"][0]["reasons"][0]
+    assert "UNREACHABLE" in first["attempts"][0]["reasons"][1]
+    assert "RuntimeError: ansible-runner could not start" in third["attempts"][0]["reasons"][1]
+    assert fourth["attempts"] == []
+    assert "UNREACHABLE" in out.getvalue()
+
+
+def test_failures_below_the_limit_do_not_stop_the_study(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    experiment = FakeExperiment(results, lambda run, call: "nothing" if call < 3 else "complete")
+    runner, _ = make_runner(the_plan, kit, results, experiment, max_failures=3)
+    outcome = runner.run()
+    assert not outcome.stopped_early and len(experiment.calls) == 4
+    assert len(outcome.failed) == 2 and len(outcome.complete) == 2
+
+
+def test_a_complete_run_of_other_settings_is_refused_before_any_run(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    other = the_plan.runs[1]
+    (results / other.run_id).mkdir(parents=True)
+    record = {
+        "run_id": other.run_id,
+        "engine": other.engine,
+        "status": "complete",
+        "parameters": {**other.parameters, "count": 1234},
+    }
+    (results / other.run_id / "run.json").write_text(json.dumps(record))
+    experiment = FakeExperiment(results)
+    runner, _ = make_runner(the_plan, kit, results, experiment)
+    with pytest.raises(StudyError, match="count=1234 \\(the plan: 50000\\)"):
+        runner.run()
+    assert experiment.calls == []
+
+
+def test_forecast_corrects_the_estimates_by_the_runs_so_far():
+    forecast = Forecast({"a": 100.0, "b": 100.0, "c": 200.0})
+    assert forecast.remaining_s() == 400
+    forecast.finished("a", 150.0)  # runs take 1.5 times the estimate
+    assert forecast.correction == 1.5
+    assert forecast.remaining_s() == 450
+    assert forecast.remaining_s(current="b", current_elapsed_s=100) == 50 + 300
+    assert forecast.remaining_s(current="b", current_elapsed_s=1000) == 300
+    assert duration_text(3725) == "1h 02m" and duration_text(65) == "1m 05s"
+    assert duration_text(9.4) == "9s"
+
+
+def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
+    results = tmp_path / "results"
+    study = spec.load(STUDIES / "checkpoint-interval.yml", kit)
+    the_plan = plan.make_plan(study, kit, 0.1, order_seed=5)
+    broken = the_plan.runs[4].run_id
+    experiment = FakeExperiment(
+        results, lambda run, call: "incomplete" if run.run_id == broken else "complete"
+    )
+    runner, _ = make_runner(the_plan, kit, results, experiment)
+    outcome = runner.run()
+    for run_id in outcome.complete:  # Flink's own checkpoint statistics
+        engine = results / run_id / "engine"
+        engine.mkdir()
+        checkpoints = {
+            "counts": {"completed": 10},
+            "summary": {"end_to_end_duration": {"avg": 778}},
+        }
+        (engine / "flink-checkpoints.json").write_text(json.dumps(checkpoints))
+    # One run whose experiment did not summarise it: the report summarises it first.
+    unsummarised = results / outcome.complete[0]
+    (unsummarised / "summary.json").rename(unsummarised / "kept.json")
+    summarised = []
+
+    def summarize_runs(run_dirs):
+        summarised.extend(run_dirs)
+        for run_dir in run_dirs:
+            (run_dir / "kept.json").rename(run_dir / "summary.json")
+
+    report = write_report(the_plan, results, outcome, summarize_runs)
+    assert summarised == [unsummarised]
+    study_dir = results / "checkpoint-interval-scale0p1"
+    assert report == study_dir / "report.md"
+    text = report.read_text()
+    assert text.startswith("# Study checkpoint-interval-scale0p1")
+    assert "**Scale 0.1**" in text
+    assert "| parameters.checkpoint_interval_s | 300 | 30 |" in text
+    assert "| advice.mtbf_s | 600 | 60 |" in text
+    assert "Complete: 8 of 9 runs (the comparison covers those)." in text
+    assert f"| {broken} | incomplete | 1 | the drain timed out |" in text
+    assert "## Comparison" in text and "![duplicate_rate.png](plots/duplicate_rate.png)" in text
+    # The advice at the scaled failure rate: c = 0.778 s, M = 60 s.
+    assert "## Checkpoint interval advice" in text
+    advice = json.loads((study_dir / "advice.json").read_text())
+    assert advice["checkpoint_cost_s"] == pytest.approx(0.778)
+    assert advice["mtbf_s"] == pytest.approx(60)
+    assert advice["young_daly_s"] == pytest.approx((2 * 0.778 * 60) ** 0.5)
+    assert sorted(r["interval_s"] for r in advice["measured"]) == [1, 3, 30]
+    csv_rows = (study_dir / "comparison.csv").read_text().splitlines()
+    assert len([row for row in csv_rows if ",run," in row]) == 8
+
+
+def test_command_refuses_a_bad_spec_before_any_run(tmp_path, kit, capsys):
+    results = tmp_path / "results"
+    bad = tmp_path / "bad.yml"
+    bad.write_text("engines: [flink]\nparameters:\n  count: [40000]\n  checkpoint_intervall_s: 5\n")
+    experiment = FakeExperiment(results)
+    code = cli.main([str(bad), "--results", str(results)], kit=kit, run_experiment=experiment)
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "parameters.checkpoint_intervall_s: not an experiment parameter" in error
+    assert experiment.calls == [] and not results.exists()
+
+
+def test_command_dry_run_lists_the_runs_and_writes_nothing(tmp_path, kit, capsys):
+    results = tmp_path / "results"
+    experiment = FakeExperiment(results)
+    smoke = str(STUDIES / "smoke.yml")
+    assert cli.main([smoke, "--results", str(results), "--dry-run"], kit, experiment) == 0
+    printed = capsys.readouterr().out
+    assert "study smoke" in printed and ": 4 runs" in printed
+    assert "inventory: inventory/local (ansible.cfg's)" in printed
+    assert printed.count(", ~") == 4 and "to run: 4 of 4, estimated" in printed
+    assert experiment.calls == [] and not results.exists()
+
+
+def test_command_runs_the_study_and_reports(tmp_path, kit, capsys):
+    results = tmp_path / "results"
+    experiment = FakeExperiment(results)
+    smoke = str(STUDIES / "smoke.yml")
+    assert cli.main([smoke, "--results", str(results)], kit, experiment) == 0
+    assert len(experiment.calls) == 4
+    assert "wrote" in capsys.readouterr().out
+    record = load_record(results / "smoke")
+    seed = record["order_seed"]
+    assert isinstance(seed, int)
+    assert (results / "smoke" / "report.md").is_file()
+    # A second start keeps the recorded order seed and has nothing to run.
+    again = FakeExperiment(results)
+    assert cli.main([smoke, "--results", str(results), "--dry-run"], kit, again) == 0
+    printed = capsys.readouterr().out
+    assert f"seed {seed} (recorded when the study first started)" in printed
+    assert printed.count("complete, skipped") == 4
+    assert cli.main([smoke, "-i", str(tmp_path / "nowhere")], kit, again) == 2
+    assert "no such inventory" in capsys.readouterr().err
