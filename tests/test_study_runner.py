@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -258,3 +259,56 @@ def test_command_runs_the_study_and_reports(tmp_path, kit, capsys):
     assert printed.count("complete, skipped") == 4
     assert cli.main([smoke, "-i", str(tmp_path / "nowhere")], kit, again) == 2
     assert "no such inventory" in capsys.readouterr().err
+
+
+def test_ansible_experiment_runs_the_playbook_with_the_runs_settings(tmp_path, kit, monkeypatch):
+    from analysis.study import ansible
+
+    seen = {}
+
+    class Result:
+        rc = 2
+        stdout = io.StringIO("PLAY [Experiment]\nfatal: [node1]: FAILED! => {}\n")
+
+    def fake_run(**options):
+        seen.update(options)
+        handler = options["event_handler"]
+        handler({"event": "playbook_on_play_start", "event_data": {"play": "Experiment"}})
+        handler({"event": "runner_on_ok", "event_data": {"task": "not a phase"}})
+        handler({"event": "playbook_on_task_start", "event_data": {"task": "Drain"}})
+        return Result()
+
+    monkeypatch.setattr(ansible.ansible_runner, "run", fake_run)
+    run = smoke_plan(kit).runs[0]
+    phases = []
+    experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs")
+    result = experiment(run, run.extravars("/results"), phases.append)
+    assert phases == ["Experiment", "Drain"]
+    assert seen["playbook"] == str(kit.root / "playbooks" / "experiment.yml")
+    assert seen["project_dir"] == str(kit.root)
+    assert seen["extravars"]["run_id"] == run.run_id
+    assert seen["envvars"]["ANSIBLE_CONFIG"] == str(kit.root / "ansible.cfg")
+    assert "inventory" not in seen  # ansible.cfg's, as ansible-playbook takes it
+    assert result.rc == 2 and "FAILED!" in result.output_tail
+    assert result.log is not None and "fatal: [node1]" in Path(result.log).read_text()
+
+    Result.stdout = io.StringIO("")
+    ansible.AnsibleExperiment(kit, tmp_path / "hosts.yml", tmp_path / "logs")(
+        run, run.extravars("/results"), phases.append
+    )
+    assert seen["inventory"] == str(tmp_path / "hosts.yml")
+
+
+def test_settings_the_kit_derives_from_0_are_no_conflict(tmp_path, kit):
+    results = tmp_path / "results"
+    path = tmp_path / "derived.yml"
+    path.write_text("engines: [flink]\nparameters:\n  count: 40000\n  partitions: 0\n")
+    the_plan = plan.make_plan(spec.load(path, kit), kit, 1.0, order_seed=1)
+    (run,) = the_plan.runs
+    (results / run.run_id).mkdir(parents=True)
+    recorded = {"engine": "flink", "status": "complete", "parameters": {"count": 40000.0}}
+    recorded["parameters"]["partitions"] = 4  # what the experiment derived from the slots
+    (results / run.run_id / "run.json").write_text(json.dumps(recorded))
+    experiment = FakeExperiment(results)
+    runner, _ = make_runner(the_plan, kit, results, experiment)
+    assert runner.run().finished and experiment.calls == []

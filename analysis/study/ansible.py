@@ -44,7 +44,9 @@ class AnsibleExperiment:
             return True
 
         # ansible-runner starts ansible-playbook by name: the one beside this interpreter.
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        here = str(Path(sys.executable).parent)
+        if here not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = f"{here}{os.pathsep}{os.environ.get('PATH', '')}"
         options: dict[str, Any] = {}
         if self.inventory is not None:  # else ansible.cfg's, as for ansible-playbook
             options["inventory"] = str(self.inventory)
@@ -58,7 +60,6 @@ class AnsibleExperiment:
                     "ANSIBLE_CONFIG": str(self.kit.root / "ansible.cfg"),
                     "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_FORCE_COLOR": "0",
-                    "PATH": path,
                 },
                 event_handler=on_event,
                 quiet=True,
