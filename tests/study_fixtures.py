@@ -14,18 +14,8 @@ from analysis.study.runner import ExperimentResult
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = REPO / "studies"
-# The fault role's types (roles/fault/tasks/types/*.yml), as the lead's fault work names them.
-FAULT_TYPES = (
-    "kill_taskmanager",
-    "stop_taskmanager",
-    "kill_storm_worker",
-    "kill_supervisor",
-    "node_down",
-    "pause_process",
-    "network_partition",
-    "network_delay",
-    "kill_kafka_broker",
-)
+# The fault role's types, as this checkout has them.
+FAULT_TYPES = tuple(sorted(p.stem for p in (REPO / "roles/fault/tasks/types").glob("*.yml")))
 
 
 def fake_kit(root: Path, faults: tuple[str, ...] = FAULT_TYPES) -> Kit:
@@ -34,7 +24,6 @@ def fake_kit(root: Path, faults: tuple[str, ...] = FAULT_TYPES) -> Kit:
         "roles/experiment/defaults/main.yml",
         "roles/experiment/tasks/flink/engine.yml",
         "roles/experiment/tasks/storm/engine.yml",
-        "roles/experiment/tasks/faults/none.yml",
         "ansible.cfg",
     ):
         (root / relative).parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,7 @@
 
 - Engines: roles/experiment/tasks/<engine>/engine.yml exists (as the experiment role decides).
 - Each engine's own parameters: the keys of `_experiment_engine_parameters` in that file.
-- Fault types: `none`, the task files of roles/fault/tasks/types/ and the older fault schedules
-  of roles/experiment/tasks/faults/, whichever exist when the study runs.
+- Fault types: `none` and the task files of roles/fault/tasks/types/.
 - Parameters: the keys of roles/experiment/defaults/main.yml without their `experiment_`
   prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
   settings below.
@@ -23,11 +22,11 @@ PLAYBOOK = Path("playbooks/experiment.yml")
 EXPERIMENT_DEFAULTS = Path("roles/experiment/defaults/main.yml")
 ENGINE_TASKS = Path("roles/experiment/tasks")
 FAULT_TYPES = Path("roles/fault/tasks/types")
-FAULT_SCHEDULES = Path("roles/experiment/tasks/faults")
 PREFIX = "experiment_"
 NO_FAULT = "none"
-# The fault role's extra vars: how a fault is scheduled and aimed. "number" ones must be
-# numbers, "text" ones strings.
+# The experiment settings that schedule and aim a fault (a spec gives them in its faults:
+# entries, not its parameters:); Kit.load checks each is an experiment setting. "number" ones
+# must be numbers, "text" ones strings.
 FAULT_SCHEDULE_PARAMETERS: dict[str, str] = {
     "fault_at_s": "number",
     "duration_s": "number",
@@ -85,9 +84,13 @@ class Kit:
             )
             for path in engine_files
         }
-        faults = {NO_FAULT}
-        for folder in (FAULT_TYPES, FAULT_SCHEDULES):
-            faults.update(path.stem for path in (root / folder).glob("*.yml"))
+        unknown = sorted(set(FAULT_SCHEDULE_PARAMETERS) - set(defaults))
+        if unknown:
+            raise KitError(
+                f"{root / EXPERIMENT_DEFAULTS} has no setting {', '.join(unknown)}: the study's "
+                "fault schedule settings (analysis/study/kit.py) must be experiment settings"
+            )
+        faults = {NO_FAULT, *(path.stem for path in (root / FAULT_TYPES).glob("*.yml"))}
         return cls(
             root=root,
             engines=tuple(engine_parameters),
