@@ -15,7 +15,7 @@ DEMO_RUN ?= -e count=40000 -e rate=2000
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment \
-	bench-engines clean
+	bench-engines bench-faults clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -80,6 +80,10 @@ bench-experiment: setup
 # Needs converged test hosts: each engine's latency over repetitions, and its sustainable rate.
 bench-engines: setup
 	$(PY) bench/engine_figures.py
+
+# Needs converged test hosts: each engine under a worker failure, two settings, repetitions.
+bench-faults: setup
+	$(PY) bench/fault_figures.py
 
 clean:
 	rm -rf $(VENV) .collections

@@ -103,6 +103,10 @@ def on_this_host(pid: int, netns: str | None) -> bool:
 
 
 def all_pids() -> list[int]:
+    """Every process id, from /proc (empty where there is none, as on macOS: the group is
+    still signalled, only the record of its members is empty)."""
+    if not os.path.isdir("/proc"):
+        return []
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
 
 
@@ -357,6 +361,10 @@ class Fault:
                     f"no process on this host has {' and '.join(self.match)} in its command line"
                 )
             return {"pids": pids}
+        if not sys.platform.startswith("linux"):
+            raise FaultError(
+                f"network faults need Linux (nftables, tc or iptables); this host is {sys.platform}"
+            )
         if not interface_exists(self.iface):
             raise FaultError(f"this host has no interface {self.iface!r}")
         if self.action == "partition":

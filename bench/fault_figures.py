@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The engines under a worker failure on the test hosts (issue 11's figures).
+
+For each engine and setting (Flink: checkpoint interval 5 s and 30 s, one kill_taskmanager;
+Storm: message timeout 5 s and 30 s, one kill_supervisor), REPS runs of COUNT messages at RATE
+msg/s with the fault at FAULT_AT_S s for DURATION_S s, each analysed by the kit's own PySpark
+summary (docs/metrics.md). Per run and per setting (mean, min-max over the repetitions):
+
+- lost: acknowledged messages never received (every message counted, warm-up included);
+- duplicates: duplicate records as a share of the messages produced;
+- stall: the longest interval without any result after the fault (summary.json faults[0]);
+- output recovery: from the fault to the first message that starts 5 s of on-time delivery;
+- engine recovery: from the fault to the first second the engine itself reported the job whole
+  again (engine/timeline.jsonl healthy, after it had reported it was not), and when it first
+  noticed (unhealthy from);
+- the overload flag of the run's first summary (an overloaded run is flagged, not published).
+
+Needs converged test hosts. Run as root from the repository: `make bench-faults` (or
+`.venv/bin/python bench/fault_figures.py --help`). All test hosts share this machine's cores:
+the figures describe that lab, not a real cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import lab_playbooks
+
+SETTINGS = {
+    "flink": ("kill_taskmanager", "checkpoint_interval_s", (5, 30)),
+    "storm": ("kill_supervisor", "storm_message_timeout_s", (5, 30)),
+}
+
+
+@dataclass(frozen=True)
+class FaultRun:
+    run_id: str
+    engine: str
+    setting: int
+    status: str
+    lost: int
+    produced: int
+    duplicate_records: int
+    stall_s: float | None
+    recovery_s: float | None
+    engine_unhealthy_after_s: float | None
+    engine_recovery_s: float | None
+    overloaded: bool | None
+    target: str
+    wall_s: float
+
+    @property
+    def duplicate_share(self) -> float:
+        return 100.0 * self.duplicate_records / self.produced if self.produced else 0.0
+
+
+def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path) -> FaultRun:
+    fault, knob, _ = SETTINGS[engine]
+    run_id = f"bench-fault-{engine}-{setting}s-{uuid.uuid4().hex[:6]}"
+    extravars = {
+        "engine": engine,
+        "count": args.count,
+        "rate": args.rate,
+        "warmup_s": args.warmup_s,
+        "fault": fault,
+        "fault_at_s": args.fault_at_s,
+        "duration_s": args.duration_s,
+        knob: setting,
+        "run_id": run_id,
+        "experiment_results_dir": str(results),
+    }
+    started = time.monotonic()
+    lab_playbooks.run(("experiment.yml",), extravars)
+    wall = time.monotonic() - started
+    out = results / run_id
+    summary = json.loads((out / "summary.json").read_text())
+    first = json.loads((out / "first-summary.json").read_text())
+    (figures,) = summary["faults"]
+    health = (figures.get("engine_timeline") or {}).get("health") or {}
+    start = figures["start_ms"]
+    unwell = health.get("unhealthy_from_ms")
+    run = FaultRun(
+        run_id=run_id,
+        engine=engine,
+        setting=setting,
+        status=first["status"],
+        lost=summary["lost"],
+        produced=summary["produced"],
+        duplicate_records=summary["duplicate_records"],
+        stall_s=figures.get("stall_s"),
+        recovery_s=figures.get("recovery_s"),
+        engine_unhealthy_after_s=None if unwell is None else (unwell - start) / 1000,
+        engine_recovery_s=health.get("engine_recovery_s"),
+        overloaded=first["overload"]["overloaded"],
+        target=figures.get("host") or "?",
+        wall_s=wall,
+    )
+    print(
+        f"  {engine} {knob}={setting} {run_id} on {run.target}: {run.status}, lost {run.lost}, "
+        f"duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %), stall {run.stall_s} s, "
+        f"output recovery {run.recovery_s} s, engine unwell after "
+        f"{run.engine_unhealthy_after_s} s, whole again after {run.engine_recovery_s} s, "
+        f"overloaded {run.overloaded}, "
+        f"{wall:.0f} s wall",
+        flush=True,
+    )
+    return run
+
+
+def spread(values: list[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    if not known:
+        return "n/a"
+    missing = len(values) - len(known)
+    text = f"{statistics.mean(known):.1f} ({min(known):.1f}-{max(known):.1f})"
+    return text + (f", {missing} without" if missing else "")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--count", type=int, default=60_000)
+    parser.add_argument("--rate", type=float, default=2_000)
+    parser.add_argument("--warmup-s", type=int, default=10)
+    parser.add_argument("--fault-at-s", type=int, default=20)
+    parser.add_argument("--duration-s", type=int, default=10)
+    parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
+    args = parser.parse_args()
+    args.results.mkdir(parents=True, exist_ok=True)
+    print(
+        f"{args.count:,} messages at {args.rate:,.0f}/s, fault at {args.fault_at_s} s for "
+        f"{args.duration_s} s, {args.reps} repetitions; results in {args.results}"
+    )
+    table = []
+    for engine in args.engines:
+        fault, knob, values = SETTINGS[engine]
+        for setting in values:
+            print(f"{engine}, {fault}, {knob}={setting}:", flush=True)
+            runs = [run_once(engine, setting, args, args.results) for _ in range(args.reps)]
+            table.append((engine, fault, knob, setting, runs))
+    print("\nmean (min-max) over the repetitions:")
+    print(
+        "| engine | fault | setting | runs | lost | duplicates % | stall s | output recovery s"
+        " | engine noticed after s | engine whole again after s | overloaded |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for engine, fault, knob, setting, runs in table:
+        complete = sum(r.status == "complete" for r in runs)
+        print(
+            f"| {engine} | {fault} | {knob}={setting} | {complete}/{len(runs)} complete "
+            f"| {sum(r.lost for r in runs)} | {spread([r.duplicate_share for r in runs])} "
+            f"| {spread([r.stall_s for r in runs])} | {spread([r.recovery_s for r in runs])} "
+            f"| {spread([r.engine_unhealthy_after_s for r in runs])} "
+            f"| {spread([r.engine_recovery_s for r in runs])} "
+            f"| {sum(bool(r.overloaded) for r in runs)} of {len(runs)} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
