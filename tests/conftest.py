@@ -70,10 +70,13 @@ def run_playbook(
     return PlaybookRun(result.rc, changed, failed, output)
 
 
-def run_module(module: str, args: dict, *flags: str) -> tuple[int, dict]:
+def run_module(
+    module: str, args: dict, *flags: str, path: str = "/usr/bin:/bin"
+) -> tuple[int, dict]:
     """Run one of the roles' modules the way a playbook does, through ansible on localhost.
 
-    flags: more ansible options, such as --check or --diff. Returns the exit code and the result.
+    flags: more ansible options, such as --check or --diff; path: the PATH ansible and the
+    module see. Returns the exit code and the result.
     """
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", module]
@@ -86,7 +89,7 @@ def run_module(module: str, args: dict, *flags: str) -> tuple[int, dict]:
             "ANSIBLE_LOCALHOST_WARNING": "false",
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "true",
             "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-            "PATH": "/usr/bin:/bin",
+            "PATH": path,
         },
         check=False,
     )
