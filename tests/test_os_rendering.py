@@ -5,6 +5,10 @@ against localhost and made-up facts of each OS family, the service layer (superv
 the systemd unit or launchd plist), every component's configuration templates and the
 supervisord program of every component daemon (from the service task of each role's own
 tasks/main.yml). Each file is then read back with the parser its consumer uses.
+
+What is expected is written out here, as facts about each OS (with where they come from) and
+the kit's documented defaults, never read from the roles' vars/ or defaults/: a test that copies
+the kit's values only checks the kit against itself.
 """
 
 from __future__ import annotations
@@ -34,15 +38,17 @@ def defaults(role: str) -> dict:
     return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
 
 
-COMMON_DEFAULTS = defaults("common")
-MINFDS = COMMON_DEFAULTS["common_supervisor_minfds"]
-INSTALL = COMMON_DEFAULTS["common_install_dir"]
-DATA = COMMON_DEFAULTS["common_data_dir"]
-LOGS = COMMON_DEFAULTS["common_log_dir"]
-CONF = COMMON_DEFAULTS["common_conf_dir"]
+# The kit's documented defaults (README, roles/common/meta/argument_specs.yml).
+SERVICE_USER = "streamlab"
+MINFDS = 16384
+INSTALL = "/opt/streamlab"
+DATA = "/var/lib/streamlab"
+LOGS = "/var/log/streamlab"
+CONF = "/etc/streamlab"
 ADDRESS = "127.0.0.1"
 
-# Facts as each family's hosts report them, and what the roles must make of them.
+# Facts as each family's hosts report them (Ansible's setup module on such a host), and what
+# the roles must make of them, from the OS's own packages and documentation.
 FAMILIES = {
     "Debian": {
         "facts": {
@@ -52,9 +58,14 @@ FAMILIES = {
             "architecture": "x86_64",
             "service_mgr": "systemd",
         },
+        # packages.debian.org, bookworm: openjdk-17-jre-headless installs the JDK under
+        # /usr/lib/jvm/java-17-openjdk-<Debian architecture>; python3-venv carries the venv
+        # module's ensurepip (python3 alone cannot make a virtualenv); ps and pgrep are in
+        # procps, ip and tc in iproute2.
+        "packages": ["openjdk-17-jdk-headless", "python3", "python3-venv", "procps", "iproute2"],
         "java_home": "/usr/lib/jvm/java-17-openjdk-amd64",
         "root_group": "root",
-        "user_shell": "/usr/sbin/nologin",
+        "user_shell": "/usr/sbin/nologin",  # base-passwd: /usr/sbin/nologin
         "init": "systemd",
     },
     "RedHat": {
@@ -65,9 +76,15 @@ FAMILIES = {
             "architecture": "x86_64",
             "service_mgr": "systemd",
         },
+        # Rocky Linux 9 AppStream/BaseOS: java-17-openjdk-devel owns the java_sdk_17
+        # alternative /usr/lib/jvm/java-17 (the -headless package only jre-17); python3 is
+        # Python 3.9 and brings venv and ensurepip (python3-pip-wheel); ps and pgrep are in
+        # procps-ng, ip in iproute and tc in iproute-tc (split out in EL9). The minimal install
+        # has no tar and no gzip, and the kit needs neither (it unpacks with Python's tarfile).
+        "packages": ["java-17-openjdk-devel", "python3", "procps-ng", "iproute", "iproute-tc"],
         "java_home": "/usr/lib/jvm/java-17",
         "root_group": "root",
-        "user_shell": "/sbin/nologin",
+        "user_shell": "/sbin/nologin",  # util-linux on EL: /sbin/nologin
         "init": "systemd",
     },
     "Darwin": {
@@ -78,8 +95,10 @@ FAMILIES = {
             "architecture": "arm64",
             "service_mgr": "launchd",
         },
+        # Homebrew (docs.brew.sh/Installation) lives in /opt/homebrew on Apple silicon.
+        "packages": ["openjdk@17"],
         "java_home": "/opt/homebrew/opt/openjdk@17",
-        "root_group": "wheel",
+        "root_group": "wheel",  # macOS /etc/group: wheel is gid 0
         "user_shell": "/usr/bin/false",
         "init": "launchd",
     },
@@ -295,11 +314,7 @@ def test_platform_facts_come_from_the_os_vars(family):
     assert facts["user_shell"] == want["user_shell"]
     assert facts["service_manager"] == want["init"]
     assert facts["common_address"] == ADDRESS
-    assert facts["packages"] and all(isinstance(p, str) and p for p in facts["packages"])
-    if name == "Darwin":
-        assert facts["packages"] == ["openjdk@17"], "Homebrew formulae only"
-    else:
-        assert any(p.startswith(("openjdk-17", "java-17-openjdk")) for p in facts["packages"])
+    assert facts["packages"] == want["packages"]
 
 
 def test_supervisord_conf(family):
@@ -320,7 +335,8 @@ def test_supervisord_conf(family):
     assert conf.getint("supervisord", "minprocs") > 0
     assert Path(conf.get("supervisord", "pidfile")).parent == Path(socket).parent
     assert conf.get("supervisord", "logfile") == f"{LOGS}/supervisord.log"
-    assert conf.get("include", "files") == f"{facts['common_supervisor_programs']}/*.conf"
+    assert conf.get("include", "files") == f"{CONF}/supervisor.d/*.conf"
+    assert facts["common_supervisor_programs"] == f"{CONF}/supervisor.d"
     assert facts["common_supervisor_conf"] == f"{CONF}/supervisord.conf"
 
 
@@ -331,22 +347,44 @@ def test_init_system_runs_the_kits_supervisord(family):
     assert rendered == {INIT_FILES[init]}, f"{name} should get only its {init} definition"
     supervisord = str(Path(facts["common_python"]).parent / "supervisord")  # the kit's venv
     assert Path(supervisord).is_absolute() and supervisord == f"{INSTALL}/venv/bin/supervisord"
-    command_tail = ["--nodaemon", "-c", facts["common_supervisor_conf"]]
+    conf = ["-c", f"{CONF}/supervisord.conf"]
+    # supervisord stops its programs one after the other: the init system must wait that long.
+    programs = sorted((out / "programs").glob("*.conf"))
+    assert len(programs) == len(PROGRAMS), "one host runs every daemon of the kit here"
+    stop_waits = sum(
+        int(supervisor_config(path).get(f"program:{path.stem}", "stopwaitsecs"))
+        for path in programs
+    )
     if init == "systemd":
         unit = systemd_unit(out / "common" / INIT_FILES[init])
         assert unit.sections() == ["Unit", "Service", "Install"]
-        assert shlex.split(unit.get("Service", "ExecStart")) == [supervisord, *command_tail]
+        assert shlex.split(unit.get("Service", "ExecStart")) == [supervisord, "--nodaemon", *conf]
         reload = shlex.split(unit.get("Service", "ExecReload"))
-        assert reload[0] == facts["common_supervisorctl"] and reload[-1] == "reload"
-        assert unit.get("Service", "Restart") in ("no", "on-failure", "always", "on-abnormal")
+        assert reload == [f"{INSTALL}/venv/bin/supervisorctl", *conf, "reload"]
+        # systemd.service(5): Restart= defaults to no, which leaves a crashed supervisord down.
+        assert unit.get("Service", "Restart", fallback="no") in ("on-failure", "always")
+        # systemd.kill(5): the default KillMode=control-group sends SIGTERM to every process of
+        # the unit at once (every JVM), bypassing supervisord's ordered stop; mixed signals
+        # supervisord alone and SIGKILLs only what is left after TimeoutStopSec.
+        assert unit.get("Service", "KillMode", fallback="control-group") == "mixed"
+        assert int(unit.get("Service", "TimeoutStopSec", fallback="90")) >= stop_waits
         assert int(unit.get("Service", "LimitNOFILE")) == MINFDS
         assert unit.get("Install", "WantedBy") == "multi-user.target"
         assert "network-online.target" in unit.get("Unit", "After").split()
+        assert "network-online.target" in unit.get("Unit", "Wants").split()
     else:
         job = plistlib.loads((out / "common" / INIT_FILES[init]).read_bytes(), fmt=plistlib.FMT_XML)
         assert job["Label"] == "org.streamlab.supervisor"
-        assert job["ProgramArguments"] == [supervisord, *command_tail]
+        # silent: supervisord's log goes to its own rotated logfile, not to launchd's file too.
+        assert job["ProgramArguments"] == [supervisord, "--nodaemon", "--silent", *conf]
         assert job["RunAtLoad"] is True and job["KeepAlive"] is True
+        # launchd.plist(5): without StandardOutPath/StandardErrorPath a job's output is lost,
+        # and a supervisord that fails at start says nothing while launchd restarts it.
+        launchd_log = f"{LOGS}/supervisord-launchd.log"
+        assert job.get("StandardOutPath") == launchd_log
+        assert job.get("StandardErrorPath") == launchd_log
+        # launchd.plist(5): ExitTimeOut is the time between SIGTERM and SIGKILL at stop.
+        assert job.get("ExitTimeOut", 20) >= stop_waits
         assert job["SoftResourceLimits"] == {"NumberOfFiles": MINFDS}
 
 
@@ -370,7 +408,7 @@ def test_program_definition(family, program):
     for flag, value in zip(argv, argv[1:], strict=False):
         if flag == "-cp":
             assert all(entry.startswith("/") for entry in value.split(":")), value
-    assert section["user"] == COMMON_DEFAULTS["common_user"]
+    assert section["user"] == SERVICE_USER
     assert section["directory"].startswith(f"{DATA}/")
     assert section["stdout_logfile"] == f"{LOGS}/{program}.out"
     assert supervisor_bool(section["autostart"]) is True
@@ -378,6 +416,11 @@ def test_program_definition(family, program):
     assert supervisor_bool(section["stopasgroup"]) and supervisor_bool(section["killasgroup"])
     assert hasattr(signal, f"SIG{section['stopsignal']}"), section["stopsignal"]
     assert int(section["stopwaitsecs"]) > 0 and int(section["startsecs"]) >= 0
+    # After a reboot supervisord can start before the host's address exists: a start that fails
+    # is retried, 1, 2, 3 ... s apart, for at least half a minute before the daemon counts as
+    # FATAL (supervisord's startretries; the default 3 gives 6 s, 0 none).
+    retries = int(section.get("startretries", "3"))
+    assert retries * (retries + 1) // 2 >= 30, f"startretries={retries}"
 
     environment = supervisor_environment(section.get("environment", ""))
     if role in ("zookeeper", "kafka"):
