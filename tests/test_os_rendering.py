@@ -95,9 +95,12 @@ FAMILIES = {
             "architecture": "arm64",
             "service_mgr": "launchd",
         },
-        # Homebrew (docs.brew.sh/Installation) lives in /opt/homebrew on Apple silicon.
+        # Homebrew (docs.brew.sh/Installation) lives in /opt/homebrew on Apple silicon. The
+        # openjdk@17 formula is keg-only and installs a macOS JDK bundle, libexec/openjdk.jdk
+        # (its caveats link that bundle into /Library/Java/JavaVirtualMachines); a JDK bundle's
+        # home is Contents/Home. Python comes with macOS (3.9 from the Command Line Tools).
         "packages": ["openjdk@17"],
-        "java_home": "/opt/homebrew/opt/openjdk@17",
+        "java_home": "/opt/homebrew/opt/openjdk@17/libexec/openjdk.jdk/Contents/Home",
         "root_group": "wheel",  # macOS /etc/group: wheel is gid 0
         "user_shell": "/usr/bin/false",
         "init": "launchd",
