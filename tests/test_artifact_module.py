@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import tarfile
 
 import pytest
 
@@ -61,6 +62,22 @@ def test_bundles_are_byte_for_byte_reproducible(mirror, tmp_path):
     artifact.build_bundle("x", "1", entries, str(first))
     artifact.build_bundle("x", "1", list(reversed(entries)), str(second))
     assert first.read_bytes() == second.read_bytes()
+
+    # What hosts unpack: one top directory, each pinned file under its dest with the pinned
+    # digest, and nothing that depends on who built the bundle or when.
+    with tarfile.open(first) as bundle:
+        members = {member.name: member for member in bundle.getmembers()}
+        digests = {
+            name: hashlib.sha256(bundle.extractfile(member).read()).hexdigest()
+            for name, member in members.items()
+            if member.isfile()
+        }
+    assert digests == {f"x-1/lib/{f['path'].rsplit('/', 1)[1]}": f["sha256"] for f in files}
+    assert sorted(name for name, m in members.items() if m.isdir()) == ["x-1", "x-1/lib"]
+    assert len(members) == len(files) + 2, sorted(members)
+    for member in members.values():
+        assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", ""), member
+        assert member.mtime == 0 and member.mode == (0o755 if member.isdir() else 0o644)
 
 
 def test_module_caches_bundles_and_names_the_fix_on_corruption(mirror, tmp_path):
