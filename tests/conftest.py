@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +112,18 @@ def set_daemon(daemon: str, state: str, host: str, tmp_path: Path) -> PlaybookRu
     )
     assert run.rc == 0, run.output[-4000:]
     return run
+
+
+@contextmanager
+def daemon_down(daemon: str, how: str, host: str, tmp_path: Path) -> Iterator[PlaybookRun]:
+    """Stop or kill a daemon for the with block; it is started again however the block ends.
+
+    A failing test then leaves the test hosts as it found them for the tests after it.
+    """
+    try:
+        yield set_daemon(daemon, how, host, tmp_path)
+    finally:
+        set_daemon(daemon, "started", host, tmp_path)
 
 
 def wait_until(

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, role_default, set_daemon, wait_until
+from conftest import REPO, daemon_down, role_default, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -43,9 +43,8 @@ def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
 
 
 def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_path):
-    set_daemon("flink-taskmanager", "killed", "node3", tmp_path)
-    assert wait_for_taskmanagers(converged, 1)["slots-total"] == 2
-    set_daemon("flink-taskmanager", "started", "node3", tmp_path)
+    with daemon_down("flink-taskmanager", "killed", "node3", tmp_path):
+        assert wait_for_taskmanagers(converged, 1)["slots-total"] == 2
     assert wait_for_taskmanagers(converged, 2)["slots-total"] == 4
 
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import LAB_SSH_OPTIONS, REPO, on_lab_host, set_daemon, storm_probe, wait_until
+from conftest import LAB_SSH_OPTIONS, REPO, daemon_down, on_lab_host, storm_probe, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -36,11 +36,10 @@ def test_nimbus_leads_and_reports_both_supervisors_and_their_slots(converged):
 
 
 def test_a_stopped_supervisor_leaves_and_a_started_one_returns(converged, tmp_path):
-    set_daemon("storm-supervisor", "stopped", "node3", tmp_path)
-    seen = wait_for_supervisors(converged, 1)
-    assert [s["host"] for s in seen["supervisors"]] == [converged["node2"]]
-    assert seen["slots_total"] == 2
-    set_daemon("storm-supervisor", "started", "node3", tmp_path)
+    with daemon_down("storm-supervisor", "stopped", "node3", tmp_path):
+        seen = wait_for_supervisors(converged, 1)
+        assert [s["host"] for s in seen["supervisors"]] == [converged["node2"]]
+        assert seen["slots_total"] == 2
     assert wait_for_supervisors(converged, 2)["slots_total"] == 4
 
 

@@ -1,0 +1,38 @@
+"""The lab tests' helpers that need no test host: a daemon taken down is always brought back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import conftest
+
+
+@pytest.fixture
+def switches(monkeypatch) -> list[tuple[str, str, str]]:
+    """Record set_daemon calls instead of running playbooks/service.yml on the test hosts."""
+    calls: list[tuple[str, str, str]] = []
+
+    def record(daemon, state, host, tmp_path):
+        calls.append((daemon, state, host))
+        return state
+
+    monkeypatch.setattr(conftest, "set_daemon", record)
+    return calls
+
+
+def test_daemon_down_yields_the_switch_and_starts_the_daemon_after_the_block(switches):
+    with conftest.daemon_down("kafka", "killed", "node3", Path("/tmp")) as down:
+        assert down == "killed"
+        assert switches == [("kafka", "killed", "node3")]
+    assert switches == [("kafka", "killed", "node3"), ("kafka", "started", "node3")]
+
+
+def test_a_failing_block_still_starts_the_daemon_and_keeps_its_failure(switches):
+    with (
+        pytest.raises(AssertionError, match="broker 3 never left"),
+        conftest.daemon_down("kafka", "stopped", "node3", Path("/tmp")),
+    ):
+        raise AssertionError("broker 3 never left")
+    assert switches[-1] == ("kafka", "started", "node3")
