@@ -3,6 +3,7 @@ netlink messages. Real processes on this machine; the lab tests do the daemons a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -173,3 +174,54 @@ def test_the_delayer_releases_each_packet_after_its_delay():
     assert accepted == [7]
     held.release_all()
     assert accepted == [7, 8]
+
+
+FAKE_SUPERVISORCTL = """#!/bin/sh
+# A stand-in for supervisorctl: one program, "victim", whose pid is kept in $STATE/pid.
+STATE={state}
+case "$1" in
+  pid) cat "$STATE/pid" ;;
+  start) {python} -c 'import subprocess; print(subprocess.Popen(["sleep", "300"],
+           start_new_session=True, stdout=subprocess.DEVNULL).pid)' > "$STATE/pid"
+         cat "$STATE/pid" >> "$STATE/started"; echo "victim: started" ;;
+  *) echo "unexpected: $*"; exit 1 ;;
+esac
+"""
+
+
+def test_a_repeated_fault_hits_the_restarted_daemon_each_time(tmp_path):
+    """kill_group, twice, 2 s apart: each time the daemon supervisord would run (here a stand-in
+    supervisorctl) is killed, and started again after the fault's duration."""
+    ctl = tmp_path / "supervisorctl"
+    ctl.write_text(FAKE_SUPERVISORCTL.format(state=tmp_path, python=sys.executable))
+    ctl.chmod(0o755)
+    assert subprocess.run([str(ctl), "start"], capture_output=True, check=False).returncode == 0
+    first_pid = int((tmp_path / "pid").read_text())
+    path = spec_file(
+        tmp_path,
+        fault="kill_taskmanager",
+        action="kill_group",
+        programs=["victim"],
+        supervisorctl=[str(ctl)],
+        count=2,
+        every_ms=2500,
+        duration_ms=1000,
+    )
+    try:
+        assert agent_cli("schedule", str(path)).returncode == 0
+        answer = json.loads(agent_cli("records", str(path), "--wait-s", "30").stdout)
+    finally:
+        for pid in (tmp_path / "started").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert answer["done"]
+    first, second = answer["records"]
+    started = [int(pid) for pid in (tmp_path / "started").read_text().split()]
+    assert len(started) == 3  # the daemon, and one start after each fault
+    assert first["applied"]["pids"]["victim"] == [first_pid]
+    assert second["applied"]["pids"]["victim"] == [started[1]]
+    assert (first["occurrence"], second["occurrence"]) == (1, 2)
+    assert second["scheduled_ms"] - first["scheduled_ms"] == 2500
+    for record in (first, second):
+        assert 1000 <= record["end_ms"] - record["start_ms"] <= 2000
+        assert record["reverted"]["started"] == {"victim": "victim: started"}

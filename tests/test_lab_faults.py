@@ -119,12 +119,17 @@ def inject_while_watching(
         )
     )
     worker.start()
+    seen = False
     try:
-        wait_until(lambda: during(), bool, what, timeout_s=60)
+        deadline = time.monotonic() + 60
+        while not seen and worker.is_alive() and time.monotonic() < deadline:
+            seen = during()
+            time.sleep(0.5)
     finally:
         worker.join()
     run = outcome["run"]
     assert run.rc == 0, run.output[-4000:]
+    assert seen, f"{what}: never seen while the fault held; playbook output:\n{run.output[-3000:]}"
     host = extravars.get("target", "node2")
     records = fault_records(lab, host, schedule_id)
     (record,) = records
