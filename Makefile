@@ -64,7 +64,7 @@ lab-test: lab
 # Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=12
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup

@@ -182,7 +182,8 @@ STATE={state}
 case "$1" in
   pid) cat "$STATE/pid" ;;
   start) {python} -c 'import subprocess; print(subprocess.Popen(["sleep", "300"],
-           start_new_session=True, stdout=subprocess.DEVNULL).pid)' > "$STATE/pid"
+           start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+           stderr=subprocess.DEVNULL).pid)' > "$STATE/pid"
          cat "$STATE/pid" >> "$STATE/started"; echo "victim: started" ;;
   *) echo "unexpected: $*"; exit 1 ;;
 esac
@@ -224,4 +225,4 @@ def test_a_repeated_fault_hits_the_restarted_daemon_each_time(tmp_path):
     assert second["scheduled_ms"] - first["scheduled_ms"] == 2500
     for record in (first, second):
         assert 1000 <= record["end_ms"] - record["start_ms"] <= 2000
-        assert record["reverted"]["started"] == {"victim": "victim: started"}
+        assert record["reverted"]["started"] == {"victim": "started"}

@@ -172,12 +172,20 @@ class Programs:
         text = run([*self.supervisorctl, "pid", program], check=False).stdout.strip()
         return text.isdigit() and int(text) > 0
 
-    def start(self, program: str) -> str:
-        done = run([*self.supervisorctl, "start", program], check=False)
-        text = done.stdout.strip()
-        if done.returncode != 0 and "already started" not in text:
-            raise FaultError(f"supervisorctl start {program}: {text}")
-        return text
+    def start(self, programs: list[str]) -> dict[str, str]:
+        """Start the programs together (one request, as when a machine boots): name -> answer."""
+        done = run([*self.supervisorctl, "start", *programs], check=False)
+        answers = dict(
+            line.split(": ", 1) for line in done.stdout.strip().splitlines() if ": " in line
+        )
+        failed = {
+            name: answers.get(name, done.stdout.strip())
+            for name in programs
+            if "started" not in answers.get(name, "")
+        }
+        if failed:
+            raise FaultError(f"supervisorctl start: {failed}")
+        return {name: answers[name] for name in programs}
 
     def stop(self, program: str) -> str:
         return run([*self.supervisorctl, "stop", program]).stdout.strip()
@@ -494,7 +502,7 @@ class Fault:
     def undo(self, applied: dict[str, Any], end_ms: int) -> dict[str, Any]:
         if self.action in ("kill_group", "stop_programs"):
             programs = applied.get("programs") or self.programs_list
-            return {"started": {p: self.programs.start(p) for p in programs}}
+            return {"started": self.programs.start(list(programs))}
         if self.action == "pause_group":
             resumed = []
             for pgid in (applied.get("pgids") or {}).values():
@@ -753,9 +761,10 @@ def recover(state_dir: Path, iface: str, supervisorctl: list[str]) -> dict[str, 
         repaired.append(f"removed the netem qdisc on {iface}")
     if supervisorctl:
         programs = Programs(supervisorctl)
-        for program in programs.autostarted_not_running():
-            programs.start(program)
-            repaired.append(f"started {program}")
+        down = programs.autostarted_not_running()
+        if down:
+            programs.start(down)
+            repaired.extend(f"started {program}" for program in down)
     return {"repaired": repaired}
 
 
