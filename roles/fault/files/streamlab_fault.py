@@ -173,19 +173,25 @@ class Programs:
         return text.isdigit() and int(text) > 0
 
     def start(self, programs: list[str]) -> dict[str, str]:
-        """Start the programs together (one request, as when a machine boots): name -> answer."""
-        done = run([*self.supervisorctl, "start", *programs], check=False)
-        answers = dict(
-            line.split(": ", 1) for line in done.stdout.strip().splitlines() if ": " in line
-        )
-        failed = {
-            name: answers.get(name, done.stdout.strip())
+        """Start the programs at once (one supervisorctl each, in parallel, as when a machine
+        boots; one request would start them one after the other): name -> answer."""
+        running = [
+            (name, subprocess.Popen(
+                [*self.supervisorctl, "start", name],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            ))
             for name in programs
-            if "started" not in answers.get(name, "")
-        }
+        ]  # fmt: skip
+        answers, failed = {}, {}
+        for name, child in running:
+            text = child.communicate()[0].strip()
+            answer = text.split(": ", 1)[1] if text.startswith(f"{name}: ") else text
+            answers[name] = answer
+            if "started" not in answer:
+                failed[name] = answer
         if failed:
             raise FaultError(f"supervisorctl start: {failed}")
-        return {name: answers[name] for name in programs}
+        return answers
 
     def stop(self, program: str) -> str:
         return run([*self.supervisorctl, "stop", program]).stdout.strip()
