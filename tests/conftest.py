@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,25 @@ def run_playbook(
     changed.update(stats.get("changed", {}))
     shutil.rmtree(private, ignore_errors=True)
     return PlaybookRun(result.rc, changed, failed, output)
+
+
+class BackgroundPlaybook:
+    """run_playbook in a thread, for tests that act while a playbook runs; join() gives its run."""
+
+    def __init__(self, playbook: str, inventory: Path | str, **options: object) -> None:
+        self._outcome: list[PlaybookRun] = []
+        self._thread = threading.Thread(
+            target=lambda: self._outcome.append(run_playbook(playbook, inventory, **options))
+        )
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout_s: float | None = None) -> PlaybookRun:
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), f"the playbook still runs after {timeout_s} s"
+        return self._outcome[0]
 
 
 def run_module(

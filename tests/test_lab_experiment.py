@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
 import uuid
 from pathlib import Path
@@ -13,6 +12,7 @@ from kafka import KafkaAdminClient
 
 from conftest import (
     LAB_INVENTORY,
+    BackgroundPlaybook,
     on_lab_host,
     role_default,
     run_playbook,
@@ -178,25 +178,19 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
     results = tmp_path / "results"
     run_id = f"test-unstoppable-{uuid.uuid4().hex[:8]}"
     topology = f"streamlab-{run_id}"
-    outcome: dict[str, object] = {}
-    worker = threading.Thread(
-        target=lambda: outcome.update(
-            run=run_playbook(
-                "experiment.yml",
-                LAB_INVENTORY,
-                extravars={
-                    "engine": "storm",
-                    "count": 10_000,
-                    "rate": RATE,
-                    "warmup_s": 1,
-                    "run_id": run_id,
-                    "experiment_results_dir": str(results),
-                },
-                tmp_path=tmp_path,
-            )
-        )
+    playbook = BackgroundPlaybook(
+        "experiment.yml",
+        LAB_INVENTORY,
+        extravars={
+            "engine": "storm",
+            "count": 10_000,
+            "rate": RATE,
+            "warmup_s": 1,
+            "run_id": run_id,
+            "experiment_results_dir": str(results),
+        },
+        tmp_path=tmp_path,
     )
-    worker.start()
     try:
         # Once the producer runs (the probe has crossed the topology), Nimbus goes.
         wait_until(
@@ -210,8 +204,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
             timeout_s=240,
         )
         set_daemon("storm-nimbus", "killed", "node1", tmp_path)
-        worker.join(timeout=600)
-        assert not worker.is_alive()
+        run = playbook.join(timeout_s=600)
     finally:
         set_daemon("storm-nimbus", "started", "node1", tmp_path)
         wait_until(
@@ -221,7 +214,6 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
             retry_on=(OSError, ValueError),
         )
         on_lab_host(converged["node1"], "/opt/streamlab/bin/storm-probe", "kill", topology, "0")
-    run = outcome["run"]
     assert run.rc != 0
     out = results / run_id
     record = json.loads((out / "run.json").read_text())

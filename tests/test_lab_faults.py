@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -19,7 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB_INVENTORY, REPO, on_lab_host, run_playbook, wait_until
+from conftest import (
+    LAB_INVENTORY,
+    REPO,
+    BackgroundPlaybook,
+    PlaybookRun,
+    on_lab_host,
+    run_playbook,
+    wait_until,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -65,7 +72,7 @@ def fault_records(lab: dict[str, str], host: str, schedule_id: str) -> list[dict
     return json.loads(done.stdout)["records"]
 
 
-def recover(tmp_path: Path) -> object:
+def recover(tmp_path: Path) -> PlaybookRun:
     """playbooks/fault.yml -e fault=recover: undo every fault, start what should run."""
     run = run_playbook("fault.yml", LAB_INVENTORY, {"fault": "recover"}, tmp_path=tmp_path)
     assert run.rc == 0, run.output[-4000:]
@@ -92,10 +99,7 @@ def recovered(converged, tmp_path):
     """Whatever a test did, the lab is recovered and healthy afterwards (a failure does not
     cascade into the next test)."""
     yield converged
-    run = run_playbook(
-        "fault.yml", LAB_INVENTORY, extravars={"fault": "recover"}, tmp_path=tmp_path
-    )
-    assert run.rc == 0, run.output[-4000:]
+    recover(tmp_path)
 
 
 def inject_while_watching(
@@ -107,27 +111,18 @@ def inject_while_watching(
 ) -> tuple[object, list[dict]]:
     """Run fault.yml (it waits for the undo); `during` must become true while the fault holds."""
     schedule_id = f"test-{extravars['fault']}-{uuid.uuid4().hex[:6]}"
-    outcome: dict[str, object] = {}
-    worker = threading.Thread(
-        target=lambda: outcome.update(
-            run=run_playbook(
-                "fault.yml",
-                LAB_INVENTORY,
-                extravars={"duration_s": DURATION_S, "schedule_id": schedule_id, **extravars},
-                tmp_path=tmp_path,
-            )
-        )
+    playbook = BackgroundPlaybook(
+        "fault.yml",
+        LAB_INVENTORY,
+        extravars={"duration_s": DURATION_S, "schedule_id": schedule_id, **extravars},
+        tmp_path=tmp_path,
     )
-    worker.start()
     seen = False
-    try:
-        deadline = time.monotonic() + 60
-        while not seen and worker.is_alive() and time.monotonic() < deadline:
-            seen = during()
-            time.sleep(0.5)
-    finally:
-        worker.join()
-    run = outcome["run"]
+    deadline = time.monotonic() + 60
+    while not seen and playbook.is_alive() and time.monotonic() < deadline:
+        seen = during()
+        time.sleep(0.5)
+    run = playbook.join()
     assert run.rc == 0, run.output[-4000:]
     assert seen, f"{what}: never seen while the fault held; playbook output:\n{run.output[-3000:]}"
     host = extravars.get("target", "node2")
@@ -287,12 +282,9 @@ def test_recover_undoes_a_fault_before_its_time(recovered, tmp_path):
     )
     assert started.rc == 0, started.output[-4000:]
     wait_until(lambda: process_state(lab, "node2", pid), lambda s: s.startswith("T"), "paused")
-    recover = run_playbook(
-        "fault.yml", LAB_INVENTORY, extravars={"fault": "recover"}, tmp_path=tmp_path
-    )
-    assert recover.rc == 0, recover.output[-4000:]
-    assert f"resumed stopped process {pid}" in recover.output
-    assert "cancelled" in recover.output
+    recovered_run = recover(tmp_path)
+    assert f"resumed stopped process {pid}" in recovered_run.output
+    assert "cancelled" in recovered_run.output
     assert not process_state(lab, "node2", pid).startswith("T")
     healthy(tmp_path)
 
