@@ -13,8 +13,11 @@ summary (docs/metrics.md). Per run and per setting (mean, min-max over the repet
 - engine recovery: from the fault to the first second the engine itself reported the job whole
   again (engine/timeline.jsonl healthy, after it had reported it was not), and when it first
   noticed (unhealthy from);
-- the overload flag of the run's first summary (an overloaded run is flagged, not published).
+- overloaded before the fault: the kit's overload flag (producer/steady.py) over the lag samples
+  from the end of the warm-up to the fault (the fault's own stall grows the backlog, so the
+  whole run says nothing about whether the lab kept up); an overloaded run is flagged.
 
+`--from-results DIR` prints the same tables again from the runs already in DIR.
 Needs converged test hosts. Run as root from the repository: `make bench-faults` (or
 `.venv/bin/python bench/fault_figures.py --help`). All test hosts share this machine's cores:
 the figures describe that lab, not a real cluster.
@@ -31,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lab_playbooks
+
+from producer.lagsampler import LagSample
+from producer.steady import overload
 
 SETTINGS = {
     "flink": ("kill_taskmanager", "checkpoint_interval_s", (5, 30)),
@@ -77,19 +83,39 @@ def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path)
     }
     started = time.monotonic()
     lab_playbooks.run(("experiment.yml",), extravars)
-    wall = time.monotonic() - started
-    out = results / run_id
+    run = figures_of(results / run_id, time.monotonic() - started)
+    print(
+        f"  {engine} {knob}={setting} {run_id} on {run.target}: {run.status}, lost {run.lost}, "
+        f"duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %), stall {run.stall_s} s, "
+        f"output recovery {run.recovery_s} s, engine unwell after "
+        f"{run.engine_unhealthy_after_s} s, whole again after {run.engine_recovery_s} s, "
+        f"overloaded before the fault {run.overloaded}, {run.wall_s:.0f} s wall",
+        flush=True,
+    )
+    return run
+
+
+def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
+    """One run's figures from its result directory (summary.json from the kit's analysis)."""
+    record = json.loads((out / "run.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
-    first = json.loads((out / "first-summary.json").read_text())
+    received = json.loads((out / "received.summary.json").read_text())
     (figures,) = summary["faults"]
     health = (figures.get("engine_timeline") or {}).get("health") or {}
     start = figures["start_ms"]
     unwell = health.get("unhealthy_from_ms")
-    run = FaultRun(
-        run_id=run_id,
+    lag = [
+        LagSample.from_line(json.loads(line))
+        for line in (out / "engine" / "lag.jsonl").read_text().splitlines()
+    ]
+    steady_start = received["latency_ms"]["steady_start_ms"]
+    before_fault = overload(lag, (steady_start, start), float(record["parameters"]["rate"]))
+    engine = record["engine"]
+    return FaultRun(
+        run_id=record["run_id"],
         engine=engine,
-        setting=setting,
-        status=first["status"],
+        setting=int(record["parameters"][SETTINGS[engine][1]]),
+        status=record["status"],
         lost=summary["lost"],
         produced=summary["produced"],
         duplicate_records=summary["duplicate_records"],
@@ -97,20 +123,10 @@ def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path)
         recovery_s=figures.get("recovery_s"),
         engine_unhealthy_after_s=None if unwell is None else (unwell - start) / 1000,
         engine_recovery_s=health.get("engine_recovery_s"),
-        overloaded=first["overload"]["overloaded"],
+        overloaded=before_fault["overloaded"],
         target=figures.get("host") or "?",
-        wall_s=wall,
+        wall_s=wall_s if wall_s is not None else float("nan"),
     )
-    print(
-        f"  {engine} {knob}={setting} {run_id} on {run.target}: {run.status}, lost {run.lost}, "
-        f"duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %), stall {run.stall_s} s, "
-        f"output recovery {run.recovery_s} s, engine unwell after "
-        f"{run.engine_unhealthy_after_s} s, whole again after {run.engine_recovery_s} s, "
-        f"overloaded {run.overloaded}, "
-        f"{wall:.0f} s wall",
-        flush=True,
-    )
-    return run
 
 
 def spread(values: list[float | None]) -> str:
@@ -132,7 +148,18 @@ def main() -> int:
     parser.add_argument("--fault-at-s", type=int, default=20)
     parser.add_argument("--duration-s", type=int, default=10)
     parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
+    parser.add_argument("--from-results", type=Path, help="only print the tables of these runs")
     args = parser.parse_args()
+    if args.from_results:
+        done = sorted(out.parent for out in args.from_results.glob("bench-fault-*/summary.json"))
+        runs = [figures_of(out) for out in done]
+        table = []
+        for engine, (fault, knob, values) in SETTINGS.items():
+            for value in values:
+                chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
+                table.append((engine, fault, knob, value, chosen))
+        print_table([row for row in table if row[4]])
+        return 0
     args.results.mkdir(parents=True, exist_ok=True)
     print(
         f"{args.count:,} messages at {args.rate:,.0f}/s, fault at {args.fault_at_s} s for "
@@ -145,10 +172,15 @@ def main() -> int:
             print(f"{engine}, {fault}, {knob}={setting}:", flush=True)
             runs = [run_once(engine, setting, args, args.results) for _ in range(args.reps)]
             table.append((engine, fault, knob, setting, runs))
+    print_table(table)
+    return 0
+
+
+def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
     print("\nmean (min-max) over the repetitions:")
     print(
         "| engine | fault | setting | runs | lost | duplicates % | stall s | output recovery s"
-        " | engine noticed after s | engine whole again after s | overloaded |"
+        " | engine noticed after s | engine whole again after s | overloaded before the fault |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for engine, fault, knob, setting, runs in table:
@@ -161,7 +193,6 @@ def main() -> int:
             f"| {spread([r.engine_recovery_s for r in runs])} "
             f"| {sum(bool(r.overloaded) for r in runs)} of {len(runs)} |"
         )
-    return 0
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ class CollectSettings:
     input_topic: str | None = None
     group: str | None = None
     sample_interval_s: float = 1.0
+    # The overload flag's window ends here (the first fault), not at the producer's end.
+    overload_until_ms: int | None = None
 
     def drain(self) -> DrainSettings:
         return DrainSettings(
@@ -244,7 +246,11 @@ class Collector:
             "lag_sample_errors": self.sample_errors,
             "last_lag_sample": last_sample,
             **steady_figures(
-                self.times, self.settings.warmup_s, self.produced_summary, self.samples
+                self.times,
+                self.settings.warmup_s,
+                self.produced_summary,
+                self.samples,
+                self.settings.overload_until_ms,
             ),
         }
 
@@ -352,6 +358,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=600.0,
         help="give up this long after the start, whatever happens (default: 600)",
     )
+    parser.add_argument(
+        "--overload-until-ms",
+        type=arguments.positive_int,
+        default=None,
+        help="end the overload flag's window here, e.g. at the first fault (epoch ms)",
+    )
     parser.add_argument("--progress-interval", type=arguments.positive_seconds, default=2.0)
     parser.add_argument(
         "--isolation-level",
@@ -414,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.input_topic,
         args.group,
         args.sample_interval_s,
+        args.overload_until_ms,
     )
     try:
         consumer = kafka_clients.open_consumer(args.bootstrap, args.isolation_level)

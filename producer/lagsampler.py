@@ -80,6 +80,19 @@ class LagSample:
                 short[partition] = end - committed
         return short
 
+    @classmethod
+    def from_line(cls, line: Mapping[str, Any]) -> LagSample:
+        """A sample back from its lag.jsonl object (the inverse of line())."""
+        if line.get("error") is not None:
+            return cls(int(line["t_ms"]), error=str(line["error"]))
+        return cls(
+            int(line["t_ms"]),
+            tuple(range(len(line["input_end"]))),
+            tuple(line["input_end"]),
+            tuple(line["committed"]),
+            tuple(line["result_end"]),
+        )
+
     def line(self) -> dict[str, Any]:
         """The lag.jsonl object."""
         if self.error is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -136,3 +137,11 @@ def test_threaded_sampling_never_blocks_the_caller_on_a_slow_broker():
 
 def test_lag_sample_error_line_has_only_time_and_error():
     assert LagSample(5, error="x").line() == {"t_ms": 5, "error": "x"}
+
+
+def test_a_sample_comes_back_from_its_lag_jsonl_line():
+    sample = LagSample(1000, (0, 1), (10, 20), (5, None), (8, 19))
+    again = LagSample.from_line(json.loads(json.dumps(sample.line())))
+    assert again.line() == sample.line() and again.backlog == 3
+    failed = LagSample(2000, error="KafkaTimeoutError: late")
+    assert LagSample.from_line(failed.line()) == failed
