@@ -58,6 +58,10 @@ class FaultRun:
     engine_unhealthy_after_s: float | None
     engine_recovery_s: float | None
     overloaded: bool | None
+    # Flink: how long before the fault its last completed checkpoint was triggered (the replay
+    # after the restart starts from there); Storm: the spout's failed tuples after the fault.
+    checkpoint_age_s: float | None
+    spout_failed: int | None
     target: str
     wall_s: float
 
@@ -111,6 +115,12 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
     steady_start = received["latency_ms"]["steady_start_ms"]
     before_fault = overload(lag, (steady_start, start), float(record["parameters"]["rate"]))
     engine = record["engine"]
+    timeline = [
+        json.loads(line) for line in (out / "engine" / "timeline.jsonl").read_text().splitlines()
+    ]
+    before = [t for t in timeline if t["t_ms"] < start and t.get("last_checkpoint")]
+    trigger = before[-1]["last_checkpoint"]["trigger_ms"] if before else None
+    failed = [t["spout_failed"] for t in timeline if t.get("spout_failed") is not None]
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -124,6 +134,8 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
         engine_unhealthy_after_s=None if unwell is None else (unwell - start) / 1000,
         engine_recovery_s=health.get("engine_recovery_s"),
         overloaded=before_fault["overloaded"],
+        checkpoint_age_s=None if trigger is None else (start - trigger) / 1000,
+        spout_failed=failed[-1] if failed else None,
         target=figures.get("host") or "?",
         wall_s=wall_s if wall_s is not None else float("nan"),
     )
@@ -158,6 +170,14 @@ def main() -> int:
             for value in values:
                 chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
                 table.append((engine, fault, knob, value, chosen))
+        for row in table:
+            for run in row[4]:
+                print(
+                    f"  {run.run_id}: duplicates {run.duplicate_records} "
+                    f"({run.duplicate_share:.2f} %), last checkpoint {run.checkpoint_age_s} s "
+                    f"before the fault, noticed after {run.engine_unhealthy_after_s} s, "
+                    f"spout failed {run.spout_failed}"
+                )
         print_table([row for row in table if row[4]])
         return 0
     args.results.mkdir(parents=True, exist_ok=True)
@@ -180,9 +200,11 @@ def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
     print("\nmean (min-max) over the repetitions:")
     print(
         "| engine | fault | setting | runs | lost | duplicates % | stall s | output recovery s"
-        " | engine noticed after s | engine whole again after s | overloaded before the fault |"
+        " | engine noticed after s | engine whole again after s"
+        " | last checkpoint before the fault, s | spout failed (Storm's sampled count)"
+        " | overloaded before the fault |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for engine, fault, knob, setting, runs in table:
         complete = sum(r.status == "complete" for r in runs)
         print(
@@ -191,6 +213,8 @@ def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
             f"| {spread([r.stall_s for r in runs])} | {spread([r.recovery_s for r in runs])} "
             f"| {spread([r.engine_unhealthy_after_s for r in runs])} "
             f"| {spread([r.engine_recovery_s for r in runs])} "
+            f"| {spread([r.checkpoint_age_s for r in runs])} "
+            f"| {spread([r.spout_failed for r in runs])} "
             f"| {sum(bool(r.overloaded) for r in runs)} of {len(runs)} |"
         )
 
