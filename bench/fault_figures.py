@@ -62,6 +62,11 @@ class FaultRun:
     # after the restart starts from there); Storm: the spout's failed tuples after the fault.
     checkpoint_age_s: float | None
     spout_failed: int | None
+    # When the engine's own restart counter first moved after the fault (Flink numRestarts,
+    # Storm's worker restarts as Nimbus saw them).
+    restart_seen_after_s: float | None
+    # Flink: the failovers its exception history holds after the fault, each with its cause.
+    failovers: list[str] | None
     target: str
     wall_s: float
 
@@ -121,6 +126,20 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
     before = [t for t in timeline if t["t_ms"] < start and t.get("last_checkpoint")]
     trigger = before[-1]["last_checkpoint"]["trigger_ms"] if before else None
     failed = [t["spout_failed"] for t in timeline if t.get("spout_failed") is not None]
+    counter = "restarts" if engine == "flink" else "worker_restarts"
+    counted = [t for t in timeline if t.get(counter) is not None]
+    at_fault = max((t[counter] for t in counted if t["t_ms"] < start), default=0)
+    moved = next((t["t_ms"] for t in counted if t["t_ms"] >= start and t[counter] > at_fault), None)
+    history = None
+    if engine == "flink":
+        exceptions = json.loads((out / "engine" / "flink-exceptions.json").read_text())
+        entries = (exceptions.get("exceptionHistory") or {}).get("entries") or []
+        causes = {
+            (round((e["timestamp"] - start) / 1000, 1), e["exceptionName"].rsplit(".", 1)[-1])
+            for e in entries
+            if e["timestamp"] >= start
+        }
+        history = [f"{cause} at {at} s" for at, cause in sorted(causes)]
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -136,6 +155,8 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
         overloaded=before_fault["overloaded"],
         checkpoint_age_s=None if trigger is None else (start - trigger) / 1000,
         spout_failed=failed[-1] if failed else None,
+        restart_seen_after_s=None if moved is None else (moved - start) / 1000,
+        failovers=history,
         target=figures.get("host") or "?",
         wall_s=wall_s if wall_s is not None else float("nan"),
     )
@@ -176,7 +197,9 @@ def main() -> int:
                     f"  {run.run_id}: duplicates {run.duplicate_records} "
                     f"({run.duplicate_share:.2f} %), last checkpoint {run.checkpoint_age_s} s "
                     f"before the fault, noticed after {run.engine_unhealthy_after_s} s, "
-                    f"spout failed {run.spout_failed}"
+                    f"spout failed {run.spout_failed}, restart counted after "
+                    f"{run.restart_seen_after_s} s"
+                    + (f", failovers: {'; '.join(run.failovers)}" if run.failovers else "")
                 )
         print_table([row for row in table if row[4]])
         return 0
@@ -200,11 +223,11 @@ def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
     print("\nmean (min-max) over the repetitions:")
     print(
         "| engine | fault | setting | runs | lost | duplicates % | stall s | output recovery s"
-        " | engine noticed after s | engine whole again after s"
+        " | engine noticed after s | restart counted after s | engine whole again after s"
         " | last checkpoint before the fault, s | spout failed (Storm's sampled count)"
         " | overloaded before the fault |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for engine, fault, knob, setting, runs in table:
         complete = sum(r.status == "complete" for r in runs)
         print(
@@ -212,6 +235,7 @@ def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
             f"| {sum(r.lost for r in runs)} | {spread([r.duplicate_share for r in runs])} "
             f"| {spread([r.stall_s for r in runs])} | {spread([r.recovery_s for r in runs])} "
             f"| {spread([r.engine_unhealthy_after_s for r in runs])} "
+            f"| {spread([r.restart_seen_after_s for r in runs])} "
             f"| {spread([r.engine_recovery_s for r in runs])} "
             f"| {spread([r.checkpoint_age_s for r in runs])} "
             f"| {spread([r.spout_failed for r in runs])} "
