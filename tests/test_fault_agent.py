@@ -177,8 +177,10 @@ def test_the_delayer_releases_each_packet_after_its_delay():
 
 
 FAKE_SUPERVISORCTL = """#!/bin/sh
-# A stand-in for supervisorctl: one program, "victim", whose pid is kept in $STATE/pid.
+# A stand-in for supervisorctl: one program, "victim", whose pid is kept in $STATE/pid; any
+# other program does not exist.
 STATE={state}
+[ "$2" = victim ] || {{ echo "$2: ERROR (no such process)"; exit 1; }}
 case "$1" in
   pid) cat "$STATE/pid" ;;
   start) {python} -c 'import subprocess; print(subprocess.Popen(["sleep", "300"],
@@ -196,7 +198,7 @@ def test_a_repeated_fault_hits_the_restarted_daemon_each_time(tmp_path):
     ctl = tmp_path / "supervisorctl"
     ctl.write_text(FAKE_SUPERVISORCTL.format(state=tmp_path, python=sys.executable))
     ctl.chmod(0o755)
-    assert subprocess.run([str(ctl), "start"], capture_output=True, check=False).returncode == 0
+    assert subprocess.run([str(ctl), "start", "victim"], capture_output=True).returncode == 0
     first_pid = int((tmp_path / "pid").read_text())
     path = spec_file(
         tmp_path,
@@ -226,3 +228,37 @@ def test_a_repeated_fault_hits_the_restarted_daemon_each_time(tmp_path):
     for record in (first, second):
         assert 1000 <= record["end_ms"] - record["start_ms"] <= 2000
         assert record["reverted"]["started"] == {"victim": "started"}
+
+
+def test_a_fault_that_fails_part_way_is_undone_at_once(tmp_path):
+    """kill_group of two programs, the second unknown: the first is killed, the apply fails, and
+    the armed undo starts what was hit right away instead of leaving it down."""
+    ctl = tmp_path / "supervisorctl"
+    ctl.write_text(FAKE_SUPERVISORCTL.format(state=tmp_path, python=sys.executable))
+    ctl.chmod(0o755)
+    subprocess.run([str(ctl), "start", "victim"], capture_output=True, check=True)
+    path = spec_file(
+        tmp_path,
+        fault="node_down",
+        action="kill_group",
+        programs=["victim", "ghost"],
+        supervisorctl=[str(ctl)],
+        duration_ms=60_000,
+    )
+    spec = agent.load_spec(str(path))
+    spec["first_at_ms"] = agent.now_ms()
+    path.write_text(json.dumps(spec))
+    try:
+        started = time.monotonic()
+        assert agent_cli("_schedule", str(path)).returncode == 0  # in the foreground
+        answer = json.loads(agent_cli("records", str(path)).stdout)
+    finally:
+        for pid in (tmp_path / "started").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert time.monotonic() - started < 30, "the undo waited for the fault's whole duration"
+    (record,) = answer["records"]
+    assert "ghost is not running here" in record["error"]
+    # The victim was killed and started again; the unknown program could not be started.
+    assert len((tmp_path / "started").read_text().split()) == 2
+    assert "ghost" in record["error"] and record["end_ms"] is not None

@@ -511,7 +511,12 @@ class Fault:
             return {"started": self.programs.start(list(programs))}
         if self.action == "pause_group":
             resumed = []
-            for pgid in (applied.get("pgids") or {}).values():
+            pgids = applied.get("pgids") or {  # not recorded (the schedule died): look them up
+                p: os.getpgid(self.programs.pid(p))
+                for p in self.programs_list
+                if self.programs.running(p)
+            }
+            for pgid in pgids.values():
                 try:
                     os.killpg(int(pgid), signal.SIGCONT)
                     resumed.append(int(pgid))
@@ -531,21 +536,28 @@ class Fault:
             if partition_installed():
                 run([need_tool("nft"), "delete", "table", "inet", NFT_TABLE])
             return {"nft_table_removed": True}
-        if applied.get("method") == "nfqueue":
-            removed = remove_nfqueue_rules()
-            pid = int(applied.get("delayer_pid") or 0)
-            if pid and "streamlab_delay" in command_line(pid):
-                os.kill(pid, signal.SIGTERM)  # it lets the packets it holds go, then exits
-                deadline = time.monotonic() + DELAYER_READY_S
-                while "streamlab_delay" in command_line(pid) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-            pid_file(self.spec, "delayer").unlink(missing_ok=True)
-            return {"nfqueue_rules_removed": removed, "delayer_stopped": pid}
-        if netem_installed(self.iface):
+        # Whichever way the delay was added (also when the schedule died before recording it).
+        removed = remove_nfqueue_rules()
+        pid = int(applied.get("delayer_pid") or 0)
+        recorded = pid_file(self.spec, "delayer")
+        if not pid and recorded.exists():
+            pid = int(recorded.read_text().strip() or 0)
+        if pid and "streamlab_delay" in command_line(pid):
+            os.kill(pid, signal.SIGTERM)  # it lets the packets it holds go, then exits
+            deadline = time.monotonic() + DELAYER_READY_S
+            while "streamlab_delay" in command_line(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        recorded.unlink(missing_ok=True)
+        netem = has_tool("tc") and netem_installed(self.iface)
+        if netem:
             run(
                 [need_tool("tc"), "qdisc", "del", "dev", self.iface, "root", "handle", NETEM_HANDLE]
             )
-        return {"netem_removed": True}
+        return {
+            "nfqueue_rules_removed": removed,
+            "delayer_stopped": pid or None,
+            "netem_removed": netem,
+        }
 
 
 # ------------------------------------------------------------------ the schedule
@@ -635,8 +647,9 @@ def run_schedule(spec_path: str) -> int:
         try:
             details = fault.apply()
         except (FaultError, OSError) as error:
+            # Part of it may have been applied (one daemon of two killed): the reverter sees the
+            # failure and undoes at once.
             events.append(event="failed", k=k, start_ms=start, error=str(error))
-            reverter.terminate()
             reverter.wait()
             continue
         events.append(event="applied", k=k, start_ms=start, applied_ms=now_ms(), details=details)
@@ -655,13 +668,11 @@ def run_reverter(spec_path: str, k: int, end_at: int) -> int:
     def undo_now(_signum: int, _frame: Any) -> None:
         stopped["now"] = True
 
-    signal.signal(signal.SIGTERM, undo_now)
+    signal.signal(signal.SIGTERM, undo_now)  # undo at once
     while not stopped["now"] and now_ms() < end_at:
         time.sleep(min(max(end_at - now_ms(), 1) / 1000.0, 0.2))
-    if stopped["now"] and not any(
-        e.get("event") == "applied" and e.get("k") == k for e in events.read()
-    ):
-        return 0  # the fault was never applied: nothing to undo
+        if any(e.get("event") == "failed" and e.get("k") == k for e in events.read()):
+            break  # the apply failed, maybe part way: undo what it did now
     applied = next(
         (
             e.get("details") or {}
