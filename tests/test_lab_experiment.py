@@ -233,7 +233,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         ({"engine": "spark"}, "engine=spark is not an engine the kit runs experiments on"),
         ({"engine": "flink", "rate": 0}, "rate=0 must be a number of messages per second above 0"),
         ({"engine": "storm", "count": -5}, "count=-5 must be a whole number of at least 1"),
-        ({"engine": "flink", "fault": "meteor"}, "fault=meteor is not a known fault schedule"),
+        ({"engine": "flink", "fault": "meteor"}, "fault=meteor is not a fault the kit can inject"),
     ],
 )
 def test_bad_input_fails_before_any_topic_or_job(converged, tmp_path, extravars, message):
