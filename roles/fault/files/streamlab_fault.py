@@ -427,13 +427,18 @@ class Fault:
             raise FaultError(f"the delayer did not bind its queue: {log.read_text()[-400:]}")
         return pid
 
+    def signal_groups(self, sig: int) -> tuple[dict[str, list[int]], dict[str, int]]:
+        """Send sig to the process group of each program acted on: its members, and its pgid."""
+        members, pgids = {}, {}
+        for program in self.acting_programs():
+            pgid = os.getpgid(self.programs.pid(program))
+            members[program], pgids[program] = process_group(pgid, self.netns), pgid
+            os.killpg(pgid, sig)
+        return members, pgids
+
     def apply(self) -> dict[str, Any]:
         if self.action == "kill_group":
-            killed = {}
-            for program in self.acting_programs():
-                pgid = os.getpgid(self.programs.pid(program))
-                killed[program] = process_group(pgid, self.netns)
-                os.killpg(pgid, signal.SIGKILL)
+            killed, _ = self.signal_groups(signal.SIGKILL)
             return {"signal": "KILL", "programs": list(killed), "pids": killed}
         if self.action == "stop_programs":
             programs = self.acting_programs()
@@ -444,16 +449,8 @@ class Fault:
                 self.programs.stop(program)
             return {"programs": programs, "pids": pids}
         if self.action == "pause_group":
-            paused = {}
-            for program in self.acting_programs():
-                pgid = os.getpgid(self.programs.pid(program))
-                paused[program] = process_group(pgid, self.netns)
-                os.killpg(pgid, signal.SIGSTOP)
-            return {
-                "signal": "STOP",
-                "pids": paused,
-                "pgids": {p: os.getpgid(paused[p][0]) for p in paused if paused[p]},
-            }
+            paused, pgids = self.signal_groups(signal.SIGSTOP)
+            return {"signal": "STOP", "pids": paused, "pgids": pgids}
         if self.action == "kill_matching":
             pids = matching_processes(self.match, self.netns)
             if not pids:
@@ -633,7 +630,9 @@ def run_schedule(spec_path: str) -> int:
     duration = int(spec["duration_ms"])
     for k, at_ms in enumerate(occurrence_times(spec)):
         sleep_until_ms(at_ms)
-        end_at = now_ms() + duration
+        # The fault's clock starts here, before the undo is armed, so it lasts at least duration.
+        start = now_ms()
+        end_at = start + duration
         reverter = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "_revert", spec_path, str(k), str(end_at)],
             stdin=subprocess.DEVNULL,
@@ -643,7 +642,6 @@ def run_schedule(spec_path: str) -> int:
         )
         pid_file(spec, "reverter", k).write_text(str(reverter.pid))
         events.append(event="armed", k=k, reverter_pid=reverter.pid, revert_at_ms=end_at)
-        start = now_ms()
         try:
             details = fault.apply()
         except (FaultError, OSError) as error:
