@@ -267,4 +267,8 @@ def test_a_cluster_without_taskmanagers_is_refused_before_any_topic(converged, t
         assert topics(converged) == before
     finally:
         set_daemon("flink-taskmanager", "started", "node2:node3", tmp_path)
-        wait_until(lambda: flink_overview(converged), lambda o: o["taskmanagers"] == 2, "2 TMs")
+        wait_until(
+            lambda: flink_overview(converged),
+            lambda o: o["slots-total"] == 4,
+            "2 TMs and their slots",
+        )
