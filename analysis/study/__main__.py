@@ -149,20 +149,25 @@ def main(
         inventory = None
         inventory_text = f"{kit.default_inventory()} (ansible.cfg's)"
     from analysis.study.ansible import AnsibleExperiment
+    from analysis.study.interrupt import StopSwitch
     from analysis.study.progress import RichProgress
 
+    switch = StopSwitch()
     runner = StudyRunner(
         plan,
         kit,
         results_dir,
-        run_experiment or AnsibleExperiment(kit, inventory, results_dir / plan.study / LOGS_DIR),
+        run_experiment
+        or AnsibleExperiment(kit, inventory, results_dir / plan.study / LOGS_DIR, switch),
         RichProgress(),
         max_failures=args.max_failures,
         inventory=inventory_text,
+        stop_requested=switch,
     )
     try:
         if args.dry_run:
             return dry_run(plan, runner, seed_note, inventory_text)
+        switch.install()
         outcome = runner.run()
     except StudyError as problem:
         return error(str(problem))
@@ -170,6 +175,13 @@ def main(
         print(
             f"{PROG}: interrupted; start it again to resume (complete runs are kept, "
             "the interrupted one is repeated)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if outcome.stopped_by_request:
+        print(
+            f"{PROG}: stopped as asked; {len(outcome.complete)} of {len(plan.runs)} runs "
+            "complete. Start it again to run the rest.",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED

@@ -19,6 +19,7 @@ from typing import Any
 import ansible_runner
 
 from analysis.report import write_atomic
+from analysis.study.interrupt import StopSwitch
 from analysis.study.kit import Kit
 from analysis.study.plan import PlannedRun
 from analysis.study.runner import ExperimentResult
@@ -27,10 +28,16 @@ OUTPUT_TAIL_CHARS = 4000
 
 
 class AnsibleExperiment:
-    def __init__(self, kit: Kit, inventory: Path | None, log_dir: Path) -> None:
+    """cancel: a StopSwitch (interrupt.py); when it says so the playbook is killed and the run
+    raises KeyboardInterrupt once its log is written."""
+
+    def __init__(
+        self, kit: Kit, inventory: Path | None, log_dir: Path, cancel: StopSwitch | None = None
+    ) -> None:
         self.kit = kit
         self.inventory = inventory
         self.log_dir = log_dir
+        self.cancel = cancel or StopSwitch()
 
     def __call__(
         self, run: PlannedRun, extravars: dict[str, Any], on_phase: Callable[[str], None]
@@ -50,7 +57,10 @@ class AnsibleExperiment:
         options: dict[str, Any] = {}
         if self.inventory is not None:  # else ansible.cfg's, as for ansible-playbook
             options["inventory"] = str(self.inventory)
-        with tempfile.TemporaryDirectory(prefix="streamlab-study-") as private:
+        with (
+            tempfile.TemporaryDirectory(prefix="streamlab-study-") as private,
+            self.cancel.experiment(),
+        ):
             result = ansible_runner.run(
                 private_data_dir=private,
                 project_dir=str(self.kit.root),
@@ -62,6 +72,7 @@ class AnsibleExperiment:
                     "ANSIBLE_FORCE_COLOR": "0",
                 },
                 event_handler=on_event,
+                cancel_callback=self.cancel.cancel,
                 quiet=True,
                 **options,
             )
@@ -69,6 +80,8 @@ class AnsibleExperiment:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         log = self.log_dir / f"{run.run_id}-{stamp}.log"
         write_atomic(log, output)
+        if result.status == "canceled":
+            raise KeyboardInterrupt(f"the playbook was cancelled; its output is in {log}")
         return ExperimentResult(
             rc=result.rc if isinstance(result.rc, int) else -1,
             log=str(log),

@@ -74,11 +74,17 @@ class StudyOutcome:
     complete: list[str]
     failed: list[str]
     not_run: list[str]
-    stopped_early: bool
+    stopped_early: bool  # at the failure limit
+    stopped_by_request: bool = False  # asked to stop after the current run (Ctrl-C once)
 
     @property
     def finished(self) -> bool:
-        return not self.failed and not self.not_run and not self.stopped_early
+        return (
+            not self.failed
+            and not self.not_run
+            and not self.stopped_early
+            and not self.stopped_by_request
+        )
 
 
 class Forecast:
@@ -173,6 +179,7 @@ class StudyRunner:
         max_failures: int | None = None,
         inventory: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        stop_requested: Callable[[], bool] = lambda: False,
     ) -> None:
         self.plan = plan
         self.kit = kit
@@ -183,6 +190,7 @@ class StudyRunner:
         self.max_failures = max_failures or plan.spec.max_failures
         self.inventory = inventory
         self.clock = clock
+        self.stop_requested = stop_requested
         self.attempts: dict[str, list[Attempt]] = {}
         self.started_utc = _utc_now()
 
@@ -343,10 +351,13 @@ class StudyRunner:
             forecast = self.forecast(todo)
             self.save()
             failed: list[str] = []
-            stopped = False
+            stopped = asked_to_stop = False
             self.progress.begin(self.plan, todo, forecast)
             try:
                 for position, run in enumerate(todo, start=1):
+                    if self.stop_requested():
+                        asked_to_stop = True
+                        break
                     self.progress.run_started(run, position)
                     try:
                         attempt = self._attempt(run)
@@ -373,7 +384,7 @@ class StudyRunner:
                 for run in self.plan.runs
                 if run.run_id not in complete and run.run_id not in failed
             ]
-            return StudyOutcome(complete, failed, not_run, stopped)
+            return StudyOutcome(complete, failed, not_run, stopped, asked_to_stop)
 
 
 def load_record(study_dir: Path) -> dict[str, Any] | None:
