@@ -85,4 +85,7 @@ class FakeExperiment:
             "faults": [{"stall_s": 2.0, "recovery_s": 5.0 + len(self.calls)}],
         }
         (run_dir / "summary.json").write_text(json.dumps(summary))
+        sending_ms = 1000 * run.parameters.get("count", 1000) // run.parameters.get("rate", 2000)
+        produced = {"start_ms": 1_000_000, "end_ms": 1_000_000 + sending_ms}
+        (run_dir / "produced.summary.json").write_text(json.dumps(produced))
         return ExperimentResult(rc=0 if outcome == "complete" else 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from rich.console import Console
 from study_fixtures import STUDIES, FakeExperiment, fake_kit
 
 from analysis.study import __main__ as cli
-from analysis.study import plan, spec
+from analysis.study import ansible, plan, spec
+from analysis.study.interrupt import StopSwitch
 from analysis.study.progress import RichProgress, duration_text
 from analysis.study.report import write_report
 from analysis.study.runner import Forecast, StudyError, StudyRunner, load_record
@@ -148,7 +150,8 @@ def test_a_complete_run_of_other_settings_is_refused_before_any_run(tmp_path, ki
     (results / other.run_id / "run.json").write_text(json.dumps(record))
     experiment = FakeExperiment(results)
     runner, _ = make_runner(the_plan, kit, results, experiment)
-    with pytest.raises(StudyError, match="count=1234 \\(the plan: 50000\\)"):
+    planned = other.parameters["count"]
+    with pytest.raises(StudyError, match=f"count=1234 \\(the plan: {planned}\\)"):
         runner.run()
     assert experiment.calls == []
 
@@ -262,12 +265,12 @@ def test_command_runs_the_study_and_reports(tmp_path, kit, capsys):
 
 
 def test_ansible_experiment_runs_the_playbook_with_the_runs_settings(tmp_path, kit, monkeypatch):
-    from analysis.study import ansible
 
     seen = {}
 
     class Result:
         rc = 2
+        status = "failed"
         stdout = io.StringIO("PLAY [Experiment]\nfatal: [node1]: FAILED! => {}\n")
 
     def fake_run(**options):
@@ -312,3 +315,89 @@ def test_settings_the_kit_derives_from_0_are_no_conflict(tmp_path, kit):
     experiment = FakeExperiment(results)
     runner, _ = make_runner(the_plan, kit, results, experiment)
     assert runner.run().finished and experiment.calls == []
+
+
+def test_asked_to_stop_the_study_ends_after_the_run_under_way(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    switch = StopSwitch(out=io.StringIO())
+    experiment = FakeExperiment(results)
+
+    def first_run_then_ctrl_c(run, extravars, on_phase):
+        result = experiment(run, extravars, on_phase)
+        switch._on_interrupt(signal.SIGINT, None)  # Ctrl-C during the first run
+        return result
+
+    progress, _ = quiet_progress()
+    runner = StudyRunner(
+        the_plan, kit, results, first_run_then_ctrl_c, progress, stop_requested=switch
+    )
+    outcome = runner.run()
+    assert experiment.calls == [the_plan.runs[0].run_id]
+    assert outcome.stopped_by_request and not outcome.finished and not outcome.failed
+    assert outcome.complete == [the_plan.runs[0].run_id]
+    assert [r["status"] for r in load_record(results / "smoke")["runs"]] == [
+        "complete",
+        *["not run"] * 3,
+    ]
+    assert not switch.cancel()  # the run under way was left to finish
+
+
+def test_a_second_ctrl_c_cancels_the_run_or_interrupts_at_once():
+    switch = StopSwitch(out=io.StringIO())
+    switch._on_interrupt(signal.SIGINT, None)
+    assert switch() and not switch.cancel()
+    with switch.experiment():
+        switch._on_interrupt(signal.SIGINT, None)  # in a run: ansible-runner cancels it
+    assert switch.cancel()
+    with pytest.raises(KeyboardInterrupt):  # between runs (the report): at once
+        switch._on_interrupt(signal.SIGINT, None)
+    terminated = StopSwitch(out=io.StringIO())
+    with terminated.experiment():
+        terminated._on_terminate(signal.SIGTERM, None)
+    assert terminated() and terminated.cancel()
+
+
+def test_a_cancelled_playbook_is_an_interrupted_run_with_its_log(tmp_path, kit, monkeypatch):
+    seen = {}
+
+    class Cancelled:
+        rc = 254
+        status = "canceled"
+        stdout = io.StringIO("PLAY [Experiment]\nTASK [Drain]\n")
+
+    def fake_run(**options):
+        seen.update(options)
+        return Cancelled()
+
+    monkeypatch.setattr(ansible.ansible_runner, "run", fake_run)
+    switch = StopSwitch(out=io.StringIO())
+    run = smoke_plan(kit).runs[0]
+    experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs", switch)
+    with pytest.raises(KeyboardInterrupt, match="cancelled"):
+        experiment(run, run.extravars("/results"), lambda phase: None)
+    assert seen["cancel_callback"] == switch.cancel
+    (log,) = (tmp_path / "logs").iterdir()
+    assert "TASK [Drain]" in log.read_text()
+
+
+def test_the_report_sets_the_study_time_against_the_producing_time(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = smoke_plan(kit)
+    now = [0.0]
+    experiment = FakeExperiment(results)
+
+    def run_for_100_s(run, extravars, on_phase):
+        now[0] += 100
+        return experiment(run, extravars, on_phase)
+
+    progress, _ = quiet_progress()
+    runner = StudyRunner(the_plan, kit, results, run_for_100_s, progress, clock=lambda: now[0])
+    outcome = runner.run()
+    text = write_report(the_plan, results, outcome, lambda run_dirs: None).read_text()
+    sending_s = the_plan.runs[0].parameters["count"] / the_plan.runs[0].parameters["rate"]
+    assert "## Time" in text
+    assert "4 attempt(s) took 6.7 min of wall time in all" in text
+    assert f"producers sent for {4 * sending_s / 60:.1f} min" in text
+    assert f"producing was {100 * sending_s / 100:.0f} % of the study's time" in text
+    assert f"was {100 - sending_s:.0f} to {100 - sending_s:.0f} s" in text

@@ -4,6 +4,7 @@ runs that are not complete)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -78,6 +79,49 @@ def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
     ]
 
 
+def _producing_s(run_dir: Path) -> float | None:
+    """How long the producer sent: its summary's first to last send, in seconds."""
+    try:
+        summary = json.loads((run_dir / "produced.summary.json").read_text(encoding="utf-8"))
+        return (int(summary["end_ms"]) - int(summary["start_ms"])) / 1000
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _time_section(plan: Plan, results_dir: Path) -> list[str]:
+    """The study's own cost: the wall time of every attempt (what the runner spent, on the
+    control node's monotonic clock) against the time the producers sent."""
+    record = load_record(results_dir / plan.study) or {}
+    attempts = [a for entry in record.get("runs") or [] for a in entry.get("attempts") or []]
+    walls = [float(a["wall_s"]) for a in attempts if isinstance(a.get("wall_s"), int | float)]
+    complete = [
+        (entry["run_id"], a)
+        for entry in record.get("runs") or []
+        for a in entry.get("attempts") or []
+        if a.get("status") == COMPLETE
+    ]
+    producing = {run_id: _producing_s(results_dir / run_id) for run_id, _ in complete}
+    known = [(float(a["wall_s"]), producing[run_id]) for run_id, a in complete]
+    known = [(wall, sent) for wall, sent in known if sent is not None]
+    total_wall, total_sent = sum(walls), sum(sent for _, sent in known)
+    if not known or total_wall <= 0:
+        return []
+    overheads = sorted(wall - sent for wall, sent in known)
+    return [
+        "## Time",
+        "",
+        f"{len(walls)} attempt(s) took {total_wall / 60:.1f} min of wall time in all (each "
+        "from the playbook's start to its end: checks, topics, job submission, producing, "
+        "drain, recording, recovery, the run's own analysis). The producers sent for "
+        f"{total_sent / 60:.1f} min of it ({len(known)} complete runs), so producing was "
+        f"{100 * total_sent / total_wall:.0f} % of the study's time. Per complete run, the time "
+        f"around producing was {overheads[0]:.0f} to {overheads[-1]:.0f} s (median "
+        f"{overheads[len(overheads) // 2]:.0f} s). Not counted: this report, and any time "
+        "between starts of a resumed study.",
+        "",
+    ]
+
+
 def _advice_section(
     plan: Plan, run_dirs: Sequence[Path], study_dir: Path
 ) -> tuple[list[str], dict[str, Any] | None]:
@@ -145,6 +189,7 @@ def write_report(
         ),
         comparison,
         *advice_lines,
+        *_time_section(plan, results_dir),
     ]
     path = study_dir / REPORT
     write_atomic(path, "\n".join(lines).rstrip() + "\n")
