@@ -24,6 +24,7 @@ from analysis.io import InputError  # noqa: E402
 from analysis.report import write_atomic  # noqa: E402
 
 SUMMARY = "summary.json"
+COLLECTOR_SUMMARY = "received.summary.json"
 # Per-run names and collector stop settings: they differ between repetitions, not treatments.
 IGNORED_PARAMETERS = frozenset(
     {"input_topic", "result_topic", "consumer_group", "seed", "quiet_s", "drain_timeout_s"}
@@ -119,6 +120,26 @@ class Run:
     def never_recovered(self) -> bool:
         return any(f.get("recovery_s") is None for f in self.summary.get("faults") or [])
 
+    def overload(self) -> dict[str, Any]:
+        """The collector's overload verdict (received.summary.json), {} when there is none."""
+        try:
+            data = json.loads((self.directory / COLLECTOR_SUMMARY).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        verdict = data.get("overload") if isinstance(data, dict) else None
+        return verdict if isinstance(verdict, dict) else {}
+
+    @property
+    def overloaded(self) -> bool | None:
+        """True when the engine fell behind before any fault (left out of the means), None
+        when the collector could not tell."""
+        value = self.overload().get("overloaded")
+        return value if isinstance(value, bool) else None
+
+    def overload_text(self) -> str:
+        verdict = self.overloaded
+        return "yes" if verdict else "no" if verdict is False else "unknown"
+
 
 @dataclass
 class Group:
@@ -128,8 +149,13 @@ class Group:
     runs: list[Run] = field(default_factory=list)
     label: str = ""
 
+    @property
+    def counted(self) -> list[Run]:
+        """The runs the group's mean covers: every run but those flagged overloaded."""
+        return [run for run in self.runs if run.overloaded is not True]
+
     def values(self, metric: Metric) -> list[float]:
-        return [v for run in self.runs if (v := run.value(metric)) is not None]
+        return [v for run in self.counted if (v := run.value(metric)) is not None]
 
     def mean(self, metric: Metric) -> float | None:
         values = self.values(metric)
@@ -175,12 +201,17 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         key = (run.engine, fault, *(f"{k}={_key_value(params[k])}" for k in sorted(params)))
         groups.setdefault(key, Group(run.engine, fault, params)).runs.append(run)
     ordered = sorted(groups.values(), key=lambda g: (g.engine, g.fault, _key_value(g.parameters)))
-    varying = _varying_parameters(ordered)
     for group in ordered:
+        # Named by what differs from the other groups of its engine (each engine records its
+        # own settings; the fault has its own place in the label).
+        # The engine's studied setting is always shown.
+        varying = _varying_parameters([g for g in ordered if g.engine == group.engine])
+        studied = SWEEP_PARAMETER.get(group.engine)
+        names = sorted({*varying, *([studied] if studied else [])})
         shown = [
             f"{name}={group.parameters[name]}"
-            for name in varying
-            if group.parameters.get(name) is not None
+            for name in names
+            if group.parameters.get(name) is not None and name != "fault"
         ]
         faults = [] if len({g.fault for g in ordered}) == 1 else [f"fault={group.fault}"]
         group.label = " ".join([group.engine, *faults, *shown])
@@ -213,10 +244,13 @@ def markdown_table(groups: Sequence[Group]) -> str:
         "",
         "One row per run; after each group of repetitions (same engine, fault schedule and "
         "parameters) its mean ± sample standard deviation. Recovery shows `never` for a run "
-        "with a fault it never recovered from (left out of the mean).",
+        "with a fault it never recovered from (left out of the mean). `overloaded` is the "
+        "collector's verdict on the backlog between the warm-up and the first fault "
+        "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
+        "out of its group's mean; `unknown` means too few lag samples in that window to tell.",
         "",
-        "| group | run | " + " | ".join(m.label for m in metrics) + " |",
-        "|---|---|" + "---|" * len(metrics),
+        "| group | run | overloaded | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|---|---|" + "---|" * len(metrics),
     ]
     for group in groups:
         for run in group.runs:
@@ -225,7 +259,11 @@ def markdown_table(groups: Sequence[Group]) -> str:
                 value = run.value(metric)
                 never = metric.key == "recovery_s" and value is None and run.never_recovered()
                 cells.append("never" if never else _format(metric, value))
-            lines.append(f"| {group.label} | {run.run_id} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {group.label} | {run.run_id} | {run.overload_text()} | "
+                + " | ".join(cells)
+                + " |"
+            )
         cells = []
         for metric in metrics:
             mean, spread = group.mean(metric), group.spread(metric)
@@ -233,8 +271,12 @@ def markdown_table(groups: Sequence[Group]) -> str:
             if spread is not None:
                 text += f" ± {_format(metric, spread)}"
             cells.append(text)
+        left_out = len(group.runs) - len(group.counted)
+        note = f", {left_out} overloaded left out" if left_out else ""
         lines.append(
-            f"| **{group.label}** | **mean (n={len(group.runs)})** | " + " | ".join(cells) + " |"
+            f"| **{group.label}** | **mean (n={len(group.counted)}{note})** | | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -245,7 +287,10 @@ def csv_table(groups: Sequence[Group]) -> str:
     out = text_io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
-        ["group", "engine", "fault", *parameters, "kind", "run_id", "n", *(m.key for m in METRICS)]
+        [
+            *("group", "engine", "fault", *parameters, "kind", "run_id", "n", "overloaded"),
+            *(m.key for m in METRICS),
+        ]
     )
     for group in groups:
         head = [group.label, group.engine, group.fault]
@@ -254,13 +299,14 @@ def csv_table(groups: Sequence[Group]) -> str:
         ]
         for run in group.runs:
             values = [run.value(m) for m in METRICS]
+            verdict = "" if run.overloaded is None else str(run.overloaded).lower()
             writer.writerow(
-                [*head, "run", run.run_id, 1, *("" if v is None else v for v in values)]
+                [*head, "run", run.run_id, 1, verdict, *("" if v is None else v for v in values)]
             )
         for kind, get in (("mean", Group.mean), ("sd", Group.spread)):
             values = [get(group, m) for m in METRICS]
             writer.writerow(
-                [*head, kind, "", len(group.runs), *("" if v is None else v for v in values)]
+                [*head, kind, "", len(group.counted), "", *("" if v is None else v for v in values)]
             )
     return out.getvalue()
 
@@ -394,5 +440,5 @@ def printable(groups: Sequence[Group]) -> str:
             metric = _metric(key)
             mean = group.mean(metric)
             cells.append(f"{metric.label} {_format(metric, mean)}")
-        lines.append(f"{group.label.ljust(width)}  n={len(group.runs)}  " + "  ".join(cells))
+        lines.append(f"{group.label.ljust(width)}  n={len(group.counted)}  " + "  ".join(cells))
     return "\n".join(lines)

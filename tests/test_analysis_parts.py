@@ -283,3 +283,26 @@ def test_the_engines_own_word_on_when_it_was_unwell_and_well_again():
     assert never_unwell["unhealthy_from_ms"] is None and never_unwell["engine_recovery_s"] is None
     assert engine.engine_health(rows[:4], {}, start)["healthy_again_ms"] is None
     assert engine.engine_health([{"t_ms": start}], {}, start) is None
+
+
+def test_compare_flags_overloaded_runs_and_leaves_them_out_of_the_mean(tmp_path):
+    runs = [
+        fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0),
+        fake_summary(tmp_path, "f5-b", "flink", 5, 0.03, 300, 6.0),
+        fake_summary(tmp_path, "f5-c", "flink", 5, 0.05, 900, 8.0),
+    ]
+    verdicts = {"f5-a": False, "f5-b": True}  # f5-c: the collector could not tell
+    for run in runs[:2]:
+        overload = {"overloaded": verdicts[run.name], "reason": "backlog slope"}
+        (run / "received.summary.json").write_text(json.dumps({"overload": overload}))
+    out = tmp_path / "cmp"
+    (group,) = compare.compare(runs, out)
+    assert [r.overloaded for r in group.runs] == [False, True, None]
+    assert [r.run_id for r in group.counted] == ["f5-a", "f5-c"]
+    assert group.mean(compare._metric("latency_p99_ms")) == 500.0
+    table = (out / "comparison.md").read_text()
+    assert "| f5-b | yes |" in table and "| f5-a | no |" in table and "| f5-c | unknown |" in table
+    assert "mean (n=2, 1 overloaded left out)" in table
+    rows = list(csv.DictReader((out / "comparison.csv").open()))
+    assert [r["overloaded"] for r in rows if r["kind"] == "run"] == ["false", "true", ""]
+    assert next(r for r in rows if r["kind"] == "mean")["n"] == "2"
