@@ -9,13 +9,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
-# make demo: one short baseline run per engine (results/<run id>/): 20 s at 2,000 msg/s, the first 10 s warm-up.
-DEMO_ENGINES ?= flink storm
-DEMO_RUN ?= -e count=40000 -e rate=2000
+# make demo: the smoke study (studies/smoke.yml: both engines, two settings each, a worker killed
+# mid-run), its runs in results/smoke-*, its report in results/smoke/. Complete runs are kept: a
+# second make demo only reports again (move results/smoke* away for new runs).
+DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment \
-	bench-engines bench-faults clean
+	bench-engines bench-faults bench-study clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -33,9 +34,7 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
-	for engine in $(DEMO_ENGINES); do \
-	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/experiment.yml -e engine=$$engine $(DEMO_RUN) || exit 1; \
-	done
+	$(BIN)/streamlab-study $(DEMO_STUDY) -i $(INVENTORY)
 
 # LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
@@ -84,6 +83,12 @@ bench-engines: setup
 # Needs converged test hosts: each engine under a worker failure, two settings, repetitions.
 bench-faults: setup
 	$(PY) bench/fault_figures.py
+
+# Needs converged test hosts: the user's study at a scale that fits them (about an hour at 0.5).
+BENCH_STUDY_SCALE ?= 0.5
+bench-study: setup
+	$(BIN)/streamlab-study studies/flink-vs-storm.yml --scale $(BENCH_STUDY_SCALE) \
+	  -i inventory/lab/hosts.yml --results bench/out/studies
 
 clean:
 	rm -rf $(VENV) .collections

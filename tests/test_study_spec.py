@@ -53,7 +53,7 @@ def test_smoke_spec_expands_to_exactly_its_runs(kit):
         "smoke-flink-checkpoint_interval_s_2-kill_taskmanager-r1",
         "smoke-flink-checkpoint_interval_s_5-kill_taskmanager-r1",
         "smoke-storm-storm_message_timeout_s_10-kill_storm_worker-r1",
-        "smoke-storm-storm_message_timeout_s_30-kill_storm_worker-r1",
+        "smoke-storm-storm_message_timeout_s_20-kill_storm_worker-r1",
     ]
     given = yaml.safe_load((STUDIES / "smoke.yml").read_text())
     first, _, third, _ = runs
@@ -64,6 +64,7 @@ def test_smoke_spec_expands_to_exactly_its_runs(kit):
         "warmup_s": given["parameters"]["warmup_s"],
         "checkpoint_interval_s": 2,
         "fault_at_s": given["faults"][0]["fault_at_s"],
+        "duration_s": given["faults"][0]["duration_s"],
     }
     # Storm's runs get Storm's setting only.
     assert "checkpoint_interval_s" not in third.parameters
@@ -139,7 +140,7 @@ def test_estimate_covers_producing_draining_and_overhead(kit):
     produce = -(-given["count"][0] // given["rate"][0])
     expected = produce + 2 + kit.defaults["quiet_s"] + plan.RUN_OVERHEAD_S
     assert plan.estimated_s(run, kit) == pytest.approx(expected)
-    assert plan.estimated_s(run, kit, overhead_s=0) == pytest.approx(expected - 90)
+    assert plan.estimated_s(run, kit, overhead_s=0) == pytest.approx(expected - plan.RUN_OVERHEAD_S)
 
 
 # 20 s of messages at the default rate (2,000/s).
