@@ -177,7 +177,6 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
     """Nimbus dies while the topology runs: the run is recorded, marked incomplete, and says why."""
     results = tmp_path / "results"
     run_id = f"test-unstoppable-{uuid.uuid4().hex[:8]}"
-    topology = f"streamlab-{run_id}"
     playbook = BackgroundPlaybook(
         "experiment.yml",
         LAB_INVENTORY,
@@ -191,18 +190,19 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         },
         tmp_path=tmp_path,
     )
+    # This attempt's name on the cluster: the run id and when it started (its topics, its
+    # topology, its files on the driver host).
+    topology = ""
     try:
         # Once the producer runs (the probe has crossed the topology), Nimbus goes.
-        wait_until(
-            lambda: (
-                on_lab_host(
-                    converged["node1"], "test", "-e", f"{DRIVER_RUNS}/{run_id}/producer.log"
-                ).returncode
-            ),
-            lambda code: code == 0,
+        started = wait_until(
+            # one argument: the test host's shell expands the pattern
+            lambda: on_lab_host(converged["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
+            lambda done: done.returncode == 0,
             "the run's producer started",
             timeout_s=240,
         )
+        topology = "streamlab-" + started.stdout.strip().split("/")[-2]
         set_daemon("storm-nimbus", "killed", "node1", tmp_path)
         run = playbook.join(timeout_s=600)
     finally:
@@ -213,7 +213,8 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
             "Nimbus back",
             retry_on=(OSError, ValueError),
         )
-        on_lab_host(converged["node1"], "/opt/streamlab/bin/storm-probe", "kill", topology, "0")
+        if topology:
+            on_lab_host(converged["node1"], "/opt/streamlab/bin/storm-probe", "kill", topology, "0")
     assert run.rc != 0
     out = results / run_id
     record = json.loads((out / "run.json").read_text())
