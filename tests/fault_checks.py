@@ -1,0 +1,67 @@
+"""What every experiment with one fault must show, whoever ran it (an experiment or a study)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def check_delivery_and_fault(
+    out: Path, fault: str, fault_at_s: int, duration_s: int
+) -> tuple[dict, dict, list[dict]]:
+    """What every faulty run must show; returns run.json, summary.json and the timeline."""
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "complete", record["incomplete_reasons"]
+    assert record["drain"]["stop_reason"] == "complete"
+    produced = read_jsonl(out / "produced.jsonl")
+    acked = {p["msg_id"] for p in produced if p["acked"]}
+    received = read_jsonl(out / "received.jsonl")
+    ids = [r["msg_id"] for r in received]
+    assert acked <= set(ids), f"lost: {sorted(acked - set(ids))[:10]}"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["lost"] == 0
+    assert summary["duplicate_records"] == len(ids) - len(set(ids))
+
+    (injected,) = read_jsonl(out / "faults.jsonl")
+    assert injected["fault"] == fault
+    # Never the driver / JobManager / Nimbus host (node1) unless asked; a host of the job.
+    assert injected["host"] in ("node2", "node3")
+    assert record["parameters"]["target"] == injected["host"]
+    # Due fault_at_s after the producer's first message; started then, on the driver clock.
+    assert injected["scheduled_ms"] == record["produce_start_ms"] + fault_at_s * 1000
+    assert 0 <= injected["start_ms"] - injected["scheduled_ms"] < 1000
+    if fault == "kill_storm_worker":  # ends when the supervisor relaunched the workers
+        assert injected["end_ms"] - injected["start_ms"] <= duration_s * 1000 + 1000
+    else:
+        assert injected["end_ms"] - injected["start_ms"] >= duration_s * 1000
+    # The recovery step found nothing left to repair on any host.
+    assert record["recovery"] == {"node1": [], "node2": [], "node3": []}
+    timeline = read_jsonl(out / "engine" / "timeline.jsonl")
+    assert timeline[0]["t_ms"] < injected["start_ms"] < timeline[-1]["t_ms"]
+    return record, summary, timeline
+
+
+def check_flink_restarted(out: Path, summary: dict, timeline: list[dict]) -> None:
+    """Flink itself said so: the job left RUNNING, restarted, and ran again with every subtask;
+    the replay from the last checkpoint wrote some results twice, and they were counted."""
+    (injected,) = read_jsonl(out / "faults.jsonl")
+    before = [t for t in timeline if t["t_ms"] < injected["start_ms"] and "error" not in t]
+    after = [t for t in timeline if t["t_ms"] >= injected["start_ms"] and "error" not in t]
+    assert before[-1]["healthy"] and before[-1]["restarts"] == 0
+    assert any(not t["healthy"] for t in after)
+    first_unhealthy = next(i for i, t in enumerate(after) if not t["healthy"])
+    assert any(t["healthy"] for t in after[first_unhealthy:])
+    assert after[-1]["restarts"] >= 1
+    assert summary["duplicate_records"] > 0
+
+
+def check_storm_worker_relaunched(out: Path) -> None:
+    """The supervisor relaunched the killed worker processes of the topology (new pids)."""
+    (injected,) = read_jsonl(out / "faults.jsonl")
+    assert injected["applied"]["pids"], "no worker of the topology was found to kill"
+    assert injected["reverted"]["restarted"]
+    assert not set(injected["reverted"]["new_pids"]) & set(injected["applied"]["pids"])
