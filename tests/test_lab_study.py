@@ -5,6 +5,7 @@ checks a faulty run (a killed TaskManager for Flink, a killed worker for Storm).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import signal
@@ -20,7 +21,12 @@ from fault_checks import (
     check_flink_restarted,
     check_storm_worker_relaunched,
 )
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
+from analysis.study import spec
+from analysis.study.kit import Kit
+from analysis.study.plan import expand
 from conftest import LAB_INVENTORY, REPO, wait_until
 
 pytestmark = pytest.mark.lab
@@ -52,9 +58,25 @@ def study_command(results: Path) -> list[str]:
     ]
 
 
+def occupy_run_id_topics(lab: dict[str, str]) -> None:
+    """Topics named from each run id alone, as an earlier attempt of the run would have left
+    them before attempts got their own names: the study must not trip over them."""
+    kit = Kit.load()
+    run_ids = [run.run_id for run in expand(spec.load(SPEC, kit), kit, "smoke")]
+    admin = KafkaAdminClient(bootstrap_servers=f"{lab['node1']}:9092")
+    try:
+        for run_id in run_ids:
+            for end in ("in", "out"):
+                with contextlib.suppress(TopicAlreadyExistsError):  # a reused lab has them
+                    admin.create_topics([NewTopic(f"streamlab-{run_id}-{end}", 1, 1)])
+    finally:
+        admin.close()
+
+
 @pytest.fixture(scope="module")
 def smoke(converged, tmp_path_factory: pytest.TempPathFactory) -> SmokeStudy:
     results = tmp_path_factory.mktemp("study") / "results"
+    occupy_run_id_topics(converged)
     first = subprocess.Popen(
         study_command(results),
         cwd=REPO,

@@ -208,11 +208,11 @@ parameters:
             BASE + "faults:\n  - {fault: node_down, fault_at_s: 5, fault_every_s: 8, "
             "fault_count: 3}\n",
             "faults[0].fault_at_s",
-            ["the last fault would start 21 s", "sends for 20 s"],
+            ["end 31 s after the producer's start", "sends for 20 s"],
         ),
         (
-            BASE + "faults:\n  - {fault: node_down, duration_s: 5}\n"
-            "  - {fault: node_down, duration_s: 9}\n",
+            BASE + "faults:\n  - {fault: node_down, fault_at_s: 5, duration_s: 5}\n"
+            "  - {fault: node_down, fault_at_s: 5, duration_s: 9}\n",
             "faults[1]",
             ["same run names as faults[0]", "label"],
         ),
@@ -237,8 +237,9 @@ def test_labels_tell_faults_of_one_type_apart(tmp_path, kit):
     study = load_text(
         tmp_path,
         kit,
-        BASE + "faults:\n  - {fault: node_down, duration_s: 5, label: short-outage}\n"
-        "  - {fault: node_down, duration_s: 9}\n  - {fault: network_delay, delay_ms: [50, 200]}\n",
+        BASE + "faults:\n  - {fault: node_down, fault_at_s: 5, duration_s: 5, label: short-outage}\n"
+        "  - {fault: node_down, fault_at_s: 5, duration_s: 9}\n"
+        "  - {fault: network_delay, fault_at_s: 5, delay_ms: [50, 200]}\n",
     )
     names = [r.run_id for r in plan.expand(study, kit, "study") if r.engine == "flink"]
     assert names == [

@@ -231,20 +231,22 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
             f"{run.run_id}: warmup_s={warmup} covers the whole run ({length} s of messages): "
             "lower warmup_s or raise count",
         )
-    at = run.parameters.get("fault_at_s")
-    if at is None:
+    if run.fault == "none":
         return
-    last = at
-    every = run.parameters.get("fault_every_s")
-    count = run.parameters.get("fault_count", 1)
-    if every is not None:
-        last = at + (count - 1) * every
-    if last >= length:
+    # The experiment's own rule (roles/experiment/tasks/validate.yml): every fault, undo
+    # included, ends while the producer still sends.
+    at = setting(run, kit, "fault_at_s")
+    count = setting(run, kit, "fault_count") or 1
+    every = setting(run, kit, "fault_every_s") or 0
+    span = at + (count - 1) * every + setting(run, kit, "duration_s")
+    if span > length:
         raise SpecError(
             spec.source,
             f"{fault.key}.fault_at_s",
-            f"{run.run_id}: the last fault would start {last:g} s after the producer's start, "
-            f"but it sends for {length} s: schedule the faults earlier or raise count",
+            f"{run.run_id}: the faults (the first at fault_at_s={at:g}, {count:g} of "
+            f"duration_s={setting(run, kit, 'duration_s'):g}, one every {every:g} s) end "
+            f"{span:g} s after the producer's start, but it sends for {length} s: schedule "
+            "them earlier, shorten them or raise count",
         )
 
 
