@@ -237,7 +237,8 @@ def test_labels_tell_faults_of_one_type_apart(tmp_path, kit):
     study = load_text(
         tmp_path,
         kit,
-        BASE + "faults:\n  - {fault: node_down, fault_at_s: 5, duration_s: 5, label: short-outage}\n"
+        BASE + "faults:\n"
+        "  - {fault: node_down, fault_at_s: 5, duration_s: 5, label: short-outage}\n"
         "  - {fault: node_down, fault_at_s: 5, duration_s: 9}\n"
         "  - {fault: network_delay, fault_at_s: 5, delay_ms: [50, 200]}\n",
     )
