@@ -46,16 +46,26 @@ def check_delivery_and_fault(
 
 
 def check_flink_restarted(out: Path, summary: dict, timeline: list[dict]) -> None:
-    """Flink itself said so: the job left RUNNING, restarted, and ran again with every subtask;
-    the replay from the last checkpoint wrote some results twice, and they were counted."""
+    """Flink itself said so: the job left RUNNING (subtasks failed or waiting for slots) and ran
+    again with every subtask, and its exception history blames the killed TaskManager; the
+    replay from the last checkpoint wrote some results twice, and they were counted.
+
+    Flink's numRestarts metric is not used: read over REST it stayed 0 (or absent) in runs that
+    visibly restarted (the smoke study, 2026-11-24)."""
     (injected,) = read_jsonl(out / "faults.jsonl")
     before = [t for t in timeline if t["t_ms"] < injected["start_ms"] and "error" not in t]
     after = [t for t in timeline if t["t_ms"] >= injected["start_ms"] and "error" not in t]
-    assert before[-1]["healthy"] and before[-1]["restarts"] == 0
+    assert before[-1]["healthy"]
     assert any(not t["healthy"] for t in after)
     first_unhealthy = next(i for i, t in enumerate(after) if not t["healthy"])
     assert any(t["healthy"] for t in after[first_unhealthy:])
-    assert after[-1]["restarts"] >= 1
+    history = json.loads((out / "engine" / "flink-exceptions.json").read_text())
+    blamed = {
+        entry.get("taskManagerId")
+        for entry in history["exceptionHistory"]["entries"]
+        if entry["timestamp"] >= injected["start_ms"] - 1000  # driver vs JobManager clock
+    }
+    assert f"{injected['host']}-taskmanager" in blamed, blamed
     assert summary["duplicate_records"] > 0
 
 
