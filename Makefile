@@ -9,10 +9,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
-# make demo: the smoke study (studies/smoke.yml: both engines, two settings each, a worker killed
-# mid-run), its runs in results/smoke-*, its report in results/smoke/. Complete runs are kept: a
-# second make demo only reports again (move results/smoke* away for new runs).
-DEMO_STUDY ?= studies/smoke.yml
+# make demo: one short baseline run per engine (results/<run id>/): 20 s at 2,000 msg/s, the first 10 s warm-up.
+DEMO_ENGINES ?= flink storm
+DEMO_RUN ?= -e count=40000 -e rate=2000
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment \
@@ -34,7 +33,9 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
-	$(BIN)/streamlab-study $(DEMO_STUDY) -i $(INVENTORY)
+	for engine in $(DEMO_ENGINES); do \
+	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/experiment.yml -e engine=$$engine $(DEMO_RUN) || exit 1; \
+	done
 
 # LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
