@@ -87,9 +87,12 @@ bench-faults: setup
 
 # Needs converged test hosts: the user's study at a scale that fits them (about an hour at 0.5).
 BENCH_STUDY_SCALE ?= 0.5
+# Then the engines' own evidence per run and setting (fault_figures.py reads the study's runs).
 bench-study: setup
 	$(BIN)/streamlab-study studies/flink-vs-storm.yml --scale $(BENCH_STUDY_SCALE) \
 	  -i inventory/lab/hosts.yml --results bench/out/studies
+	$(PY) bench/fault_figures.py --from-results bench/out/studies \
+	  --runs "flink-vs-storm-scale$$(echo $(BENCH_STUDY_SCALE) | tr . p)-*"
 
 clean:
 	rm -rf $(VENV) .collections

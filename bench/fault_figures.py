@@ -48,6 +48,7 @@ SETTINGS = {
 class FaultRun:
     run_id: str
     engine: str
+    fault: str
     setting: int
     status: str
     lost: int
@@ -143,6 +144,7 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
+        fault=record["fault"],
         setting=int(record["parameters"][SETTINGS[engine][1]]),
         status=record["status"],
         lost=summary["lost"],
@@ -182,15 +184,22 @@ def main() -> int:
     parser.add_argument("--duration-s", type=int, default=10)
     parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
     parser.add_argument("--from-results", type=Path, help="only print the tables of these runs")
+    parser.add_argument(
+        "--runs",
+        default="bench-fault-*",
+        help="with --from-results: which run directories (a glob; a study's runs are "
+        "<study>-*, e.g. flink-vs-storm-scale0p5-*)",
+    )
     args = parser.parse_args()
     if args.from_results:
-        done = sorted(out.parent for out in args.from_results.glob("bench-fault-*/summary.json"))
+        pattern = f"{args.runs}/summary.json"
+        done = sorted(out.parent for out in args.from_results.glob(pattern))
         runs = [figures_of(out) for out in done]
         table = []
-        for engine, (fault, knob, values) in SETTINGS.items():
-            for value in values:
+        for engine, (_, knob, _) in SETTINGS.items():
+            for value in sorted({r.setting for r in runs if r.engine == engine}):
                 chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
-                table.append((engine, fault, knob, value, chosen))
+                table.append((engine, chosen[0].fault, knob, value, chosen))
         for row in table:
             for run in row[4]:
                 print(
