@@ -264,24 +264,33 @@ def test_command_runs_the_study_and_reports(tmp_path, kit, capsys):
     assert "no such inventory" in capsys.readouterr().err
 
 
+def fake_ansible_run(monkeypatch, result: object, events: tuple[dict, ...] = ()) -> dict:
+    """ansible_runner.run replaced: it sends events to the handler and returns result; the
+    options it was given land in the returned dict."""
+    seen: dict = {}
+
+    def fake_run(**options):
+        seen.update(options)
+        for event in events:
+            options["event_handler"](event)
+        return result
+
+    monkeypatch.setattr(ansible.ansible_runner, "run", fake_run)
+    return seen
+
+
 def test_ansible_experiment_runs_the_playbook_with_the_runs_settings(tmp_path, kit, monkeypatch):
-
-    seen = {}
-
     class Result:
         rc = 2
         status = "failed"
         stdout = io.StringIO("PLAY [Experiment]\nfatal: [node1]: FAILED! => {}\n")
 
-    def fake_run(**options):
-        seen.update(options)
-        handler = options["event_handler"]
-        handler({"event": "playbook_on_play_start", "event_data": {"play": "Experiment"}})
-        handler({"event": "runner_on_ok", "event_data": {"task": "not a phase"}})
-        handler({"event": "playbook_on_task_start", "event_data": {"task": "Drain"}})
-        return Result()
-
-    monkeypatch.setattr(ansible.ansible_runner, "run", fake_run)
+    events = (
+        {"event": "playbook_on_play_start", "event_data": {"play": "Experiment"}},
+        {"event": "runner_on_ok", "event_data": {"task": "not a phase"}},
+        {"event": "playbook_on_task_start", "event_data": {"task": "Drain"}},
+    )
+    seen = fake_ansible_run(monkeypatch, Result, events)
     run = smoke_plan(kit).runs[0]
     phases = []
     experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs")
@@ -359,18 +368,12 @@ def test_a_second_ctrl_c_cancels_the_run_or_interrupts_at_once():
 
 
 def test_a_cancelled_playbook_is_an_interrupted_run_with_its_log(tmp_path, kit, monkeypatch):
-    seen = {}
-
     class Cancelled:
         rc = 254
         status = "canceled"
         stdout = io.StringIO("PLAY [Experiment]\nTASK [Drain]\n")
 
-    def fake_run(**options):
-        seen.update(options)
-        return Cancelled()
-
-    monkeypatch.setattr(ansible.ansible_runner, "run", fake_run)
+    seen = fake_ansible_run(monkeypatch, Cancelled)
     switch = StopSwitch(out=io.StringIO())
     run = smoke_plan(kit).runs[0]
     experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs", switch)
