@@ -316,6 +316,12 @@ def _measured_intervals(
             )
             continue
         (summary,) = compare.load_runs([run_dir])
+        if summary.overloaded:  # as in the comparison: it measured a queue, not the interval
+            notes.append(
+                f"{run['run_id']} left out of the measured intervals: the collector found it "
+                "overloaded before its first fault"
+            )
+            continue
         by_interval.setdefault(float(interval), []).append(summary)
     metric = {m.key: m for m in compare.METRICS}
     results = []

@@ -213,7 +213,8 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
             for name in names
             if group.parameters.get(name) is not None and name != "fault"
         ]
-        faults = [] if len({g.fault for g in ordered}) == 1 else [f"fault={group.fault}"]
+        engine_faults = {g.fault for g in ordered if g.engine == group.engine}
+        faults = [] if len(engine_faults) == 1 else [f"fault={group.fault}"]
         group.label = " ".join([group.engine, *faults, *shown])
     return ordered
 

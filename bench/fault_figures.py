@@ -194,6 +194,8 @@ def main() -> int:
     if args.from_results:
         pattern = f"{args.runs}/summary.json"
         done = sorted(out.parent for out in args.from_results.glob(pattern))
+        if not done:
+            parser.error(f"no summarised run matches {args.from_results / pattern}")
         runs = [figures_of(out) for out in done]
         table = []
         for engine, (_, knob, _) in SETTINGS.items():

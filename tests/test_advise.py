@@ -207,3 +207,14 @@ def test_advise_command(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main(["advise", str(tmp_path), "--mtbf-s", "0"])
     assert refused.value.code == 2
+
+
+def test_an_overloaded_run_is_left_out_of_the_measured_intervals(tmp_path):
+    write_run(tmp_path, "cp30-r1", 30, checkpoints=flink_checkpoints(900, 10), p99_ms=300)
+    queued = write_run(tmp_path, "cp30-r2", 30, checkpoints=flink_checkpoints(800, 10), p99_ms=9000)
+    verdict = {"overload": {"overloaded": True, "reason": "the backlog grew"}}
+    (queued / "received.summary.json").write_text(json.dumps(verdict))
+    advice = advise.advise([tmp_path], mtbf_s=600, max_p99_ms=1000)
+    (measured,) = advice.measured
+    assert measured.runs == ["cp30-r1"] and measured.latency_p99_ms == 300
+    assert any("cp30-r2 left out of the measured intervals" in note for note in advice.notes)

@@ -14,7 +14,7 @@ from study_fixtures import STUDIES, FakeExperiment, fake_kit
 
 from analysis.study import __main__ as cli
 from analysis.study import ansible, plan, spec
-from analysis.study.interrupt import StopSwitch
+from analysis.study.interrupt import Cancelled, StopSwitch
 from analysis.study.progress import RichProgress, duration_text
 from analysis.study.report import write_report
 from analysis.study.runner import Forecast, StudyError, StudyRunner, load_record
@@ -368,20 +368,42 @@ def test_a_second_ctrl_c_cancels_the_run_or_interrupts_at_once():
 
 
 def test_a_cancelled_playbook_is_an_interrupted_run_with_its_log(tmp_path, kit, monkeypatch):
-    class Cancelled:
+    class CancelledResult:
         rc = 254
         status = "canceled"
         stdout = io.StringIO("PLAY [Experiment]\nTASK [Drain]\n")
 
-    seen = fake_ansible_run(monkeypatch, Cancelled)
+    seen = fake_ansible_run(monkeypatch, CancelledResult)
     switch = StopSwitch(out=io.StringIO())
     run = smoke_plan(kit).runs[0]
     experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs", switch)
-    with pytest.raises(KeyboardInterrupt, match="cancelled"):
+    with pytest.raises(Cancelled, match="cancelled") as raised:
         experiment(run, run.extravars("/results"), lambda phase: None)
     assert seen["cancel_callback"] == switch.cancel
     (log,) = (tmp_path / "logs").iterdir()
-    assert "TASK [Drain]" in log.read_text()
+    assert "TASK [Drain]" in log.read_text() and raised.value.log == str(log)
+
+    # The study records the cancelled attempt with that log.
+    results = tmp_path / "results"
+
+    def cancelled(run, extravars, on_phase):
+        raise Cancelled("the playbook was cancelled", str(log))
+
+    progress, _ = quiet_progress()
+    runner = StudyRunner(smoke_plan(kit), kit, results, cancelled, progress)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    (attempt,) = load_record(results / "smoke")["runs"][0]["attempts"]
+    assert attempt["status"] == "interrupted" and attempt["log"] == str(log)
+
+
+def test_the_study_handles_signals_only_while_its_runs_go():
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    switch = StopSwitch(out=io.StringIO())
+    with switch.installed():
+        assert signal.getsignal(signal.SIGINT) == switch._on_interrupt
+        assert signal.getsignal(signal.SIGTERM) == switch._on_terminate
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_the_report_sets_the_study_time_against_the_producing_time(tmp_path, kit):

@@ -167,8 +167,8 @@ def main(
     try:
         if args.dry_run:
             return dry_run(plan, runner, seed_note, inventory_text)
-        switch.install()
-        outcome = runner.run()
+        with switch.installed():
+            outcome = runner.run()
     except StudyError as problem:
         return error(str(problem))
     except KeyboardInterrupt:
@@ -195,7 +195,15 @@ def main(
         return EXIT_RUNS
     from analysis.study.report import write_report
 
-    report = write_report(plan, results_dir, outcome)
+    try:
+        report = write_report(plan, results_dir, outcome)
+    except KeyboardInterrupt:
+        print(
+            f"{PROG}: interrupted while writing the report; every run is kept: start the "
+            "study again to write it",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     if report is None:
         print(f"{PROG}: no run is complete: nothing to compare", file=sys.stderr)
         return EXIT_RUNS

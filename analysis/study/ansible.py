@@ -19,7 +19,7 @@ from typing import Any
 import ansible_runner
 
 from analysis.report import write_atomic
-from analysis.study.interrupt import StopSwitch
+from analysis.study.interrupt import Cancelled, StopSwitch
 from analysis.study.kit import Kit
 from analysis.study.plan import PlannedRun
 from analysis.study.runner import ExperimentResult
@@ -81,7 +81,7 @@ class AnsibleExperiment:
         log = self.log_dir / f"{run.run_id}-{stamp}.log"
         write_atomic(log, output)
         if result.status == "canceled":
-            raise KeyboardInterrupt(f"the playbook was cancelled; its output is in {log}")
+            raise Cancelled(f"the playbook was cancelled; its output is in {log}", str(log))
         return ExperimentResult(
             rc=result.rc if isinstance(result.rc, int) else -1,
             log=str(log),

@@ -18,6 +18,14 @@ from types import FrameType
 from typing import TextIO
 
 
+class Cancelled(KeyboardInterrupt):
+    """The running experiment was cancelled; log is its output so far."""
+
+    def __init__(self, message: str, log: str | None = None) -> None:
+        super().__init__(message)
+        self.log = log
+
+
 class StopSwitch:
     def __init__(self, out: TextIO = sys.stderr) -> None:
         self.out = out
@@ -25,9 +33,18 @@ class StopSwitch:
         self.abort_requested = False
         self.in_experiment = False
 
-    def install(self) -> None:
-        signal.signal(signal.SIGINT, self._on_interrupt)
-        signal.signal(signal.SIGTERM, self._on_terminate)
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The handlers for the block (the runs); the earlier ones again after it."""
+        earlier = {
+            signal.SIGINT: signal.signal(signal.SIGINT, self._on_interrupt),
+            signal.SIGTERM: signal.signal(signal.SIGTERM, self._on_terminate),
+        }
+        try:
+            yield
+        finally:
+            for signum, handler in earlier.items():
+                signal.signal(signum, handler)
 
     def __call__(self) -> bool:
         """True once a stop after the current run has been asked for (the runner asks)."""

@@ -285,11 +285,12 @@ class StudyRunner:
         extravars = run.extravars(str(self.results_dir))
         try:
             result = self.run_experiment(run, extravars, self.progress.phase)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             attempt = Attempt(
                 run.run_id, INTERRUPTED, started_utc, self.clock() - started, ["interrupted"]
             )
             attempt.moved_aside = moved
+            attempt.log = getattr(interrupt, "log", None)  # a cancelled playbook's output
             self.attempts.setdefault(run.run_id, []).append(attempt)
             raise
         except Exception as error:  # a failed run is recorded; the study goes on
