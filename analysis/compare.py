@@ -12,6 +12,7 @@ import json
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
 
-from analysis.io import InputError  # noqa: E402
+from analysis.io import InputError, read_optional_json  # noqa: E402
 from analysis.report import write_atomic  # noqa: E402
 
 SUMMARY = "summary.json"
@@ -120,12 +121,11 @@ class Run:
     def never_recovered(self) -> bool:
         return any(f.get("recovery_s") is None for f in self.summary.get("faults") or [])
 
+    @cached_property
     def overload(self) -> dict[str, Any]:
-        """The collector's overload verdict (received.summary.json), {} when there is none."""
-        try:
-            data = json.loads((self.directory / COLLECTOR_SUMMARY).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+        """The collector's overload verdict (received.summary.json), {} when there is none;
+        read once per run (every group mean asks for it)."""
+        data = read_optional_json(self.directory / COLLECTOR_SUMMARY)
         verdict = data.get("overload") if isinstance(data, dict) else None
         return verdict if isinstance(verdict, dict) else {}
 
@@ -133,7 +133,7 @@ class Run:
     def overloaded(self) -> bool | None:
         """True when the engine fell behind before any fault (left out of the means), None
         when the collector could not tell."""
-        value = self.overload().get("overloaded")
+        value = self.overload.get("overloaded")
         return value if isinstance(value, bool) else None
 
     def overload_text(self) -> str:

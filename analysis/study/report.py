@@ -4,14 +4,13 @@ runs that are not complete)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from analysis import advise, compare
-from analysis.io import InputError
+from analysis.io import InputError, read_optional_json
 from analysis.report import write_atomic, write_json
 from analysis.study.plan import Plan
 from analysis.study.runner import COMPLETE, StudyOutcome, load_record
@@ -81,10 +80,10 @@ def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
 
 def _producing_s(run_dir: Path) -> float | None:
     """How long the producer sent: its summary's first to last send, in seconds."""
+    summary = read_optional_json(run_dir / "produced.summary.json")
     try:
-        summary = json.loads((run_dir / "produced.summary.json").read_text(encoding="utf-8"))
         return (int(summary["end_ms"]) - int(summary["start_ms"])) / 1000
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):  # absent, unreadable or not a summary
         return None
 
 
