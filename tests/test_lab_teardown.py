@@ -1,0 +1,181 @@
+"""playbooks/teardown.yml and playbooks/redeploy.yml on the test hosts.
+
+Runs last (file order): it stops the whole lab, and ends with redeploy bringing it back healthy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+from conftest import LAB_INVENTORY, LAB_SSH_OPTIONS, REPO, on_lab_host, run_playbook
+
+pytestmark = pytest.mark.lab
+
+FLINK_JOBS_CACHE = Path.home() / ".cache" / "streamlab" / "jobs"
+DATA_DIR = "/var/lib/streamlab"
+# What teardown keeps in the data directory: supervisord's socket and pid, the fault agent's dir.
+KEPT_IN_DATA = {"supervisor", "faults"}
+
+
+def results_snapshot() -> dict[str, tuple[int, int]]:
+    """Every file under results/ with its size and modification time."""
+    root = REPO / "results"
+    return {
+        str(path.relative_to(root)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def running_daemons(address: str) -> list[str]:
+    done = on_lab_host(
+        address,
+        "/opt/streamlab/venv/bin/supervisorctl",
+        "-c",
+        "/etc/streamlab/supervisord.conf",
+        "status",
+    )
+    return sorted(line.split()[0] for line in done.stdout.splitlines() if " RUNNING " in line)
+
+
+def data_entries(address: str) -> set[str]:
+    done = on_lab_host(address, "ls", "-A", DATA_DIR)
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())
+
+
+def flink_jobs(lab: dict[str, str]) -> dict[str, str]:
+    """Job name -> state, as the JobManager on node1 reports them."""
+    url = f"http://{lab['node1']}:8081/jobs/overview"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return {job["name"]: job["state"] for job in json.load(answer)["jobs"]}
+
+
+def submit_flink_job(lab: dict[str, str], prefix: str) -> str:
+    """A job of the kit's own jar reading prefix-in, submitted the way an experiment does;
+    returns its name (streamlab-flink-<input topic>)."""
+    jars = sorted(FLINK_JOBS_CACHE.glob("flink-*.jar"), key=lambda path: path.stat().st_mtime)
+    assert jars, f"no Flink job jar in {FLINK_JOBS_CACHE}: the experiment tests build it first"
+    remote_jar = f"{DATA_DIR}/jobs/{prefix}.jar"
+    assert on_lab_host(lab["node1"], "mkdir", "-p", f"{DATA_DIR}/jobs").returncode == 0
+    copied = subprocess.run(
+        ["scp", "-q", *LAB_SSH_OPTIONS, str(jars[-1]), f"root@{lab['node1']}:{remote_jar}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert copied.returncode == 0, copied.stderr
+    bootstrap = ",".join(f"{address}:9092" for address in lab.values())
+    submitted = on_lab_host(
+        lab["node1"],
+        "env",
+        "FLINK_CONF_DIR=/etc/streamlab/flink",
+        "/opt/streamlab/flink/bin/flink",
+        *("run", "--detached", "--class", "streamlab.FlinkAtLeastOnceJob", remote_jar),
+        *("--bootstrap", bootstrap, "--input-topic", f"{prefix}-in"),
+        *("--output-topic", f"{prefix}-out", "--group-id", f"{prefix}-flink"),
+        *(
+            "--checkpoint-interval-s",
+            "5",
+            "--tolerable-failed-checkpoints",
+            "3",
+            "--parallelism",
+            "1",
+        ),
+        timeout_s=120,
+    )
+    assert re.search(r"JobID [0-9a-f]{32}", submitted.stdout), submitted.stdout + submitted.stderr
+    return f"streamlab-flink-{prefix}-in"
+
+
+def plan_of(output: str) -> dict:
+    """The cluster plan the teardown printed (its `Say what would go on the cluster` task)."""
+    block = output.split("Say what would go on the cluster", 1)[1]
+    return yaml.safe_load(block[block.index("{") : block.index("\n}") + 2])["msg"]
+
+
+def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_back(
+    converged, tmp_path
+):
+    lab = converged
+    results_before = results_snapshot()
+    prefix = f"streamlab-teardown-{uuid.uuid4().hex[:8]}"
+    foreign = f"not-the-kit-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=[f"{a}:9092" for a in lab.values()])
+    try:
+        admin.create_topics(
+            [NewTopic(name, 1, 1) for name in (f"{prefix}-in", f"{prefix}-out", foreign)]
+        )
+    finally:
+        admin.close()
+    job = submit_flink_job(lab, prefix)
+
+    # Without confirmation: the plan names the job and the kit's topics, and nothing changes.
+    listed = run_playbook("teardown.yml", LAB_INVENTORY, tmp_path=tmp_path)
+    assert listed.rc == 0, listed.output[-6000:]
+    assert set(listed.changed.values()) == {0}, listed.changed
+    plan = plan_of(listed.output)
+    assert job in plan["cancel_jobs"], plan
+    assert {f"{prefix}-in", f"{prefix}-out"} <= set(plan["delete_topics"]), plan
+    assert foreign not in plan["delete_topics"], plan
+    assert "Nothing was changed. Run again with -e confirm=yes" in " ".join(listed.output.split())
+    assert flink_jobs(lab)[job] == "RUNNING"
+    assert "kafka" in running_daemons(lab["node2"])
+
+    # node3 cannot be reached: the others are cleaned, node3 is named and the run fails.
+    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
+    inventory["all"]["hosts"]["node3"]["ansible_host"] = "10.77.0.250"
+    partial_inventory = tmp_path / "hosts.yml"
+    partial_inventory.write_text(yaml.safe_dump(inventory))
+    partial = run_playbook(
+        "teardown.yml", partial_inventory, extravars={"confirm": "yes"}, tmp_path=tmp_path
+    )
+    assert partial.rc != 0
+    assert "Not torn down: node3 (node3 unreachable" in " ".join(partial.output.split()), (
+        partial.output[-3000:]
+    )
+    cancelled = partial.output.split("Cancel the kit's jobs", 1)[-1]
+    assert f"(item={job})" in cancelled.split("TASK [", 2)[1], partial.output[-6000:]
+    for host in ("node1", "node2"):
+        assert running_daemons(lab[host]) == [], host
+        assert data_entries(lab[host]) <= KEPT_IN_DATA, host
+    assert "kafka" in running_daemons(lab["node3"])
+    assert len(data_entries(lab["node3"]) - KEPT_IN_DATA) > 0
+
+    # Everything reached: node3 is cleaned; node1 and node2, already clean, are not changed.
+    whole = run_playbook(
+        "teardown.yml", LAB_INVENTORY, extravars={"confirm": "yes"}, tmp_path=tmp_path
+    )
+    assert whole.rc == 0, whole.output[-6000:]
+    assert whole.changed["node1"] == 0 and whole.changed["node2"] == 0, whole.changed
+    assert whole.changed["node3"] > 0
+    assert running_daemons(lab["node3"]) == []
+    assert data_entries(lab["node3"]) <= KEPT_IN_DATA
+
+    # Redeploy: the (empty) teardown, then site.yml ending with every health check passed.
+    redeployed = run_playbook(
+        "redeploy.yml", LAB_INVENTORY, extravars={"confirm": "yes"}, tmp_path=tmp_path
+    )
+    assert redeployed.rc == 0, redeployed.output[-6000:]
+    assert "kafka" in running_daemons(lab["node3"]) and "flink-jobmanager" in running_daemons(
+        lab["node1"]
+    )
+    assert job not in flink_jobs(lab)
+    assert results_snapshot() == results_before
+
+
+def test_redeploy_refuses_without_confirmation(converged, tmp_path):
+    refused = run_playbook("redeploy.yml", LAB_INVENTORY, tmp_path=tmp_path)
+    assert refused.rc != 0
+    assert "give -e confirm=yes" in " ".join(refused.output.split())
+    assert set(refused.changed.values()) <= {0}, refused.changed

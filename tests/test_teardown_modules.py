@@ -1,0 +1,103 @@
+"""The teardown's modules: streamlab_clear (lists, then removes, exactly what a directory holds)
+and kafka_topics (only the topics of a prefix, and a fast answer when no broker listens)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+from conftest import run_module
+
+
+def state_dir(tmp_path):
+    data = tmp_path / "data"
+    for name in ("kafka/logs", "zookeeper", "supervisor"):
+        (data / name).mkdir(parents=True)
+    (data / "kafka" / "logs" / "00.log").write_text("x")
+    (data / "supervisor" / "supervisor.sock").write_text("")
+    (data / "loose-file").write_text("y")
+    (tmp_path / "elsewhere").mkdir()
+    (data / "link").symlink_to(tmp_path / "elsewhere")
+    return data
+
+
+def test_check_mode_lists_what_would_go_and_removes_nothing(tmp_path):
+    data = state_dir(tmp_path)
+    args = {"directories": [{"path": str(data), "keep": ["supervisor"]}]}
+    rc, result = run_module("streamlab_clear", args, "--check")
+    assert rc == 0, result
+    assert result["changed"] is True
+    assert result["removed"] == [
+        str(data / n) for n in ("kafka", "link", "loose-file", "zookeeper")
+    ]
+    assert (data / "kafka" / "logs" / "00.log").exists() and (data / "link").is_symlink()
+
+
+def test_it_removes_all_but_what_is_kept_never_following_links_and_then_changes_nothing(tmp_path):
+    data = state_dir(tmp_path)
+    args = {"directories": [{"path": str(data), "keep": ["supervisor"]}]}
+    rc, result = run_module("streamlab_clear", args)
+    assert rc == 0 and result["changed"] is True, result
+    assert sorted(p.name for p in data.iterdir()) == ["supervisor"]
+    assert (tmp_path / "elsewhere").is_dir()  # the link went, not what it pointed to
+    rc, again = run_module("streamlab_clear", args)
+    assert rc == 0 and again["changed"] is False and again["removed"] == [], again
+
+
+def test_whole_removes_the_directory_itself_and_a_missing_one_is_no_change(tmp_path):
+    data = state_dir(tmp_path)
+    args = {"directories": [{"path": str(data), "whole": True}, {"path": str(tmp_path / "none")}]}
+    rc, result = run_module("streamlab_clear", args)
+    assert rc == 0, result
+    assert result["removed"][-1] == str(data) and not data.exists()
+
+
+def test_only_absolute_paths_other_than_root(tmp_path):
+    rc, result = run_module("streamlab_clear", {"directories": [{"path": "/", "whole": True}]})
+    assert rc != 0 and "is not an absolute path other than /" in result["msg"], result
+    rc, result = run_module("streamlab_clear", {"directories": [{"path": "relative/dir"}]})
+    assert rc != 0 and "'relative/dir'" in result["msg"], result
+
+
+def test_a_mount_point_is_emptied_but_stays(tmp_path):
+    """The test hosts' /var/lib/streamlab and /opt are bind mounts: purge empties them."""
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "streamlab-test", str(mounted)], check=True)
+    try:
+        (mounted / "state").mkdir()
+        rc, result = run_module(
+            "streamlab_clear", {"directories": [{"path": str(mounted), "whole": True}]}
+        )
+        assert rc == 0 and result["removed"] == [str(mounted / "state")], result
+        assert mounted.is_dir() and os.path.ismount(mounted) and not any(mounted.iterdir())
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_kafka_topics_refuses_an_empty_prefix():
+    rc, result = run_module("kafka_topics", {"bootstrap_servers": ["127.0.0.1:9"], "prefix": ""})
+    assert rc != 0 and "empty prefix would match every topic" in result["msg"], result
+
+
+def test_kafka_topics_reports_a_cluster_that_does_not_listen_without_waiting_on_it():
+    args = {
+        "bootstrap_servers": [f"127.0.0.1:{free_port()}"],
+        "prefix": "streamlab-",
+        "unreachable_ok": True,
+    }
+    rc, result = run_module("kafka_topics", args)
+    assert rc == 0 and result["reachable"] is False and result["topics"] == [], result
+    assert result["msg"] == "no broker answers", (
+        result
+    )  # the connection check, not kafka-python's 30 s
+    args["unreachable_ok"] = False
+    rc, result = run_module("kafka_topics", args)
+    assert rc != 0 and "Kafka at" in result["msg"], result
