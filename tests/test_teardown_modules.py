@@ -61,17 +61,21 @@ def test_only_absolute_paths_other_than_root(tmp_path):
 
 
 def test_a_mount_point_is_emptied_but_stays(tmp_path):
-    """The test hosts' /var/lib/streamlab and /opt are bind mounts: purge empties them."""
-    mounted = tmp_path / "mounted"
+    """The test hosts' kit directories are bind mounts from the same file system, which
+    os.path.ismount does not see: purge must empty them, not fail removing them."""
+    source, mounted = tmp_path / "source", tmp_path / "mounted"
+    source.mkdir()
     mounted.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "streamlab-test", str(mounted)], check=True)
+    subprocess.run(["mount", "--bind", str(source), str(mounted)], check=True)
     try:
+        assert not os.path.ismount(mounted)
         (mounted / "state").mkdir()
-        rc, result = run_module(
-            "streamlab_clear", {"directories": [{"path": str(mounted), "whole": True}]}
-        )
+        args = {"directories": [{"path": str(mounted), "whole": True}]}
+        rc, listed = run_module("streamlab_clear", args, "--check")
+        assert rc == 0 and listed["removed"] == [str(mounted / "state")], listed
+        rc, result = run_module("streamlab_clear", args)
         assert rc == 0 and result["removed"] == [str(mounted / "state")], result
-        assert mounted.is_dir() and os.path.ismount(mounted) and not any(mounted.iterdir())
+        assert mounted.is_dir() and not any(mounted.iterdir())
     finally:
         subprocess.run(["umount", str(mounted)], check=True)
 
