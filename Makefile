@@ -9,12 +9,11 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
-# make demo: one short baseline run per engine (results/<run id>/): 20 s at 2,000 msg/s, the first 10 s warm-up.
-DEMO_ENGINES ?= flink storm
-DEMO_RUN ?= -e count=40000 -e rate=2000
+# make demo: the smoke study (studies/smoke.yml: 4 short runs, results/smoke/); DEMO_STUDY changes it.
+DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
-.PHONY: setup demo lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment \
+.PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
 	bench-engines bench-faults bench-study clean
 
 setup: $(VENV)/.installed .collections/.installed
@@ -33,9 +32,12 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
-	for engine in $(DEMO_ENGINES); do \
-	  $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/experiment.yml -e engine=$$engine $(DEMO_RUN) || exit 1; \
-	done
+	$(BIN)/streamlab-study $(DEMO_STUDY) -i $(INVENTORY)
+
+# Stops every daemon of the kit on the embedded default and removes its topics and runtime state
+# (binaries and the artifact cache stay; results/ is never touched).
+demo-down: setup
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml -e confirm=yes
 
 # LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
@@ -76,6 +78,10 @@ bench: setup
 # Needs converged test hosts (make lab, then site.yml or make test).
 bench-experiment: setup
 	$(PY) bench/experiment_timing.py
+
+# Needs converged test hosts: teardown, redeploy, and purge then site.yml, timed (leaves them converged).
+bench-reset: setup
+	$(PY) bench/reset_timing.py
 
 # Needs converged test hosts: each engine's latency over repetitions, and its sustainable rate.
 bench-engines: setup
