@@ -1,4 +1,5 @@
-# streamlab: `make demo` provisions the embedded single-machine lab and prints its health;
+# streamlab: `make demo` provisions the embedded single-machine lab, prints its health and runs
+# the smoke study; `make demo-down` stops it again;
 # `make test` sets everything up and runs the whole test suite (what CI runs).
 PYTHON   ?= python3
 VENV     := .venv

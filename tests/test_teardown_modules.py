@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 
+import pytest
+
 from conftest import run_module
 
 
@@ -18,6 +20,7 @@ def state_dir(tmp_path):
     (data / "supervisor" / "supervisor.sock").write_text("")
     (data / "loose-file").write_text("y")
     (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "not-the-kit's").write_text("z")
     (data / "link").symlink_to(tmp_path / "elsewhere")
     return data
 
@@ -40,7 +43,7 @@ def test_it_removes_all_but_what_is_kept_never_following_links_and_then_changes_
     rc, result = run_module("streamlab_clear", args)
     assert rc == 0 and result["changed"] is True, result
     assert sorted(p.name for p in data.iterdir()) == ["supervisor"]
-    assert (tmp_path / "elsewhere").is_dir()  # the link went, not what it pointed to
+    assert (tmp_path / "elsewhere" / "not-the-kit's").exists()  # the link went, not its target
     rc, again = run_module("streamlab_clear", args)
     assert rc == 0 and again["changed"] is False and again["removed"] == [], again
 
@@ -53,13 +56,28 @@ def test_whole_removes_the_directory_itself_and_a_missing_one_is_no_change(tmp_p
     assert result["removed"][-1] == str(data) and not data.exists()
 
 
-def test_only_absolute_paths_other_than_root(tmp_path):
-    rc, result = run_module("streamlab_clear", {"directories": [{"path": "/", "whole": True}]})
-    assert rc != 0 and "is not an absolute path other than /" in result["msg"], result
+def test_system_directories_and_relative_paths_are_refused(tmp_path):
+    for system in ("/", "/var/log/", "/opt"):
+        args = {"directories": [{"path": str(tmp_path)}, {"path": system, "whole": True}]}
+        rc, result = run_module("streamlab_clear", args, "--check")
+        assert rc != 0 and "is a system directory, not one of the kit's" in result["msg"], result
     rc, result = run_module("streamlab_clear", {"directories": [{"path": "relative/dir"}]})
-    assert rc != 0 and "'relative/dir'" in result["msg"], result
+    assert rc != 0 and "'relative/dir' is not an absolute path" in result["msg"], result
 
 
+def test_a_directory_given_as_a_link_is_emptied_through_it_and_both_stay(tmp_path):
+    target = tmp_path / "big-disk" / "streamlab"
+    (target / "kafka").mkdir(parents=True)
+    link = tmp_path / "data"
+    link.symlink_to(target)
+    rc, result = run_module(
+        "streamlab_clear", {"directories": [{"path": str(link), "whole": True}]}
+    )
+    assert rc == 0 and result["removed"] == [str(target / "kafka")], result
+    assert link.is_symlink() and target.is_dir() and not any(target.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root")
 def test_a_mount_point_is_emptied_but_stays(tmp_path):
     """The test hosts' kit directories are bind mounts from the same file system, which
     os.path.ismount does not see: purge must empty them, not fail removing them."""
@@ -70,11 +88,21 @@ def test_a_mount_point_is_emptied_but_stays(tmp_path):
     try:
         assert not os.path.ismount(mounted)
         (mounted / "state").mkdir()
-        args = {"directories": [{"path": str(mounted), "whole": True}]}
-        rc, listed = run_module("streamlab_clear", args, "--check")
-        assert rc == 0 and listed["removed"] == [str(mounted / "state")], listed
-        rc, result = run_module("streamlab_clear", args)
-        assert rc == 0 and result["removed"] == [str(mounted / "state")], result
+        # Inside a directory too: a mounted entry (a data disk) is emptied, not removed.
+        outer = tmp_path / "outer"
+        (outer / "kafka").mkdir(parents=True)
+        (outer / "zookeeper").mkdir()
+        subprocess.run(["mount", "--bind", str(mounted), str(outer / "kafka")], check=True)
+        try:
+            args = {"directories": [{"path": str(outer)}, {"path": str(mounted), "whole": True}]}
+            rc, listed = run_module("streamlab_clear", args, "--check")
+            expected = [str(outer / "kafka" / "state"), str(outer / "zookeeper")]
+            assert rc == 0 and listed["removed"][:2] == expected, listed
+            rc, result = run_module("streamlab_clear", args)
+            assert rc == 0 and result["removed"] == expected, result
+            assert os.path.ismount(outer / "kafka") or (outer / "kafka").is_dir()
+        finally:
+            subprocess.run(["umount", str(outer / "kafka")], check=True)
         assert mounted.is_dir() and not any(mounted.iterdir())
     finally:
         subprocess.run(["umount", str(mounted)], check=True)

@@ -9,7 +9,10 @@ short_description: Remove what a directory holds, and the directory itself when 
 description:
   - For each directory, removes every entry in it except those named in C(keep); with
     C(whole), then removes the directory itself unless it is a mount point (then it stays, empty).
-  - A directory that does not exist is skipped. Symbolic links are removed, never followed.
+  - A directory that does not exist is skipped. Symbolic links inside are removed, never
+    followed; a directory given as a link is emptied through it, and the link stays.
+  - A mount point (also a bind mount) is emptied and stays, at the top or inside.
+  - System directories (/, /etc, /opt, /var/log, ...) are refused.
   - In check mode nothing is removed and C(removed) lists what would be.
 options:
   directories:
@@ -27,6 +30,45 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+
+# Directories the kit must never empty, whatever common_*_dir says (Linux and macOS).
+SYSTEM_DIRECTORIES = frozenset(
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib64",
+        "/opt",
+        "/private",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/lib",
+        "/usr/local",
+        "/usr/local/lib",
+        "/usr/share",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/opt",
+        "/var/tmp",
+        "/Applications",
+        "/Library",
+        "/System",
+        "/Users",
+        "/Volumes",
+        "/opt/homebrew",
+    ]
+)
 
 
 def mount_points() -> set:
@@ -47,19 +89,28 @@ def mount_points() -> set:
     return points
 
 
-def is_mount_point(path: str) -> bool:
-    return os.path.ismount(path) or path in mount_points()
+def is_mount_point(path: str, mounts: set) -> bool:
+    return os.path.ismount(path) or path in mounts
 
 
-def planned(path: str, keep: list, whole: bool) -> list:
-    """What clearing `path` removes: its entries but `keep`, then the directory when `whole`."""
-    if not os.path.lexists(path):
-        return []
-    if os.path.islink(path) or not os.path.isdir(path):
-        return [path]
-    entries = [os.path.join(path, name) for name in sorted(os.listdir(path)) if name not in keep]
-    if whole and not keep and not is_mount_point(path):
-        return entries + [path]
+def planned(path: str, keep: list, whole: bool, mounts: set) -> list:
+    """What clearing directory `path` removes: its entries but `keep` (a mounted entry is
+    emptied, never removed), then the directory itself when `whole`, unless it is a mount point
+    or a symbolic link (then its target is emptied and both stay)."""
+    if not os.path.isdir(path):
+        return [path] if os.path.lexists(path) and not os.path.islink(path) else []
+    real = os.path.realpath(path)
+    entries = []
+    for name in sorted(os.listdir(real)):
+        entry = os.path.join(real, name)
+        if name in keep:
+            continue
+        if os.path.isdir(entry) and not os.path.islink(entry) and is_mount_point(entry, mounts):
+            entries += planned(entry, [], False, mounts)
+        else:
+            entries.append(entry)
+    if whole and not keep and not os.path.islink(path) and not is_mount_point(path, mounts):
+        entries.append(path)
     return entries
 
 
@@ -76,12 +127,19 @@ def main() -> None:
         supports_check_mode=True,
     )
     removed = []
+    mounts = mount_points()
     for item in module.params["directories"]:
         path = item.get("path")
-        if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) == "/":
-            module.fail_json(msg=f"streamlab_clear: {path!r} is not an absolute path other than /")
+        if not isinstance(path, str) or not os.path.isabs(path):
+            module.fail_json(msg=f"streamlab_clear: {path!r} is not an absolute path")
+        path = os.path.normpath(path)
+        if path in SYSTEM_DIRECTORIES:
+            module.fail_json(
+                msg=f"streamlab_clear: {path} is a system directory, not one of the kit's: give "
+                "the kit its own directory (e.g. /var/lib/streamlab) in common_*_dir"
+            )
         keep = [str(name) for name in item.get("keep") or []]
-        for entry in planned(os.path.normpath(path), keep, bool(item.get("whole"))):
+        for entry in planned(path, keep, bool(item.get("whole")), mounts):
             if entry in removed:
                 continue
             if not module.check_mode:
