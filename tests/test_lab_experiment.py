@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,7 @@ from kafka import KafkaAdminClient
 
 from conftest import (
     LAB_INVENTORY,
+    REPO,
     BackgroundPlaybook,
     on_lab_host,
     role_default,
@@ -60,8 +66,75 @@ WARMUP_S = 4
 DRIVER_RUNS = "/var/lib/streamlab/runs"
 
 
+def run_processes(address: str, instance: str) -> list[str]:
+    """Command lines on a test host that work in the run's directories (as `ps` lists them)."""
+    done = on_lab_host(address, "ps", "-eww", "-o", "args=")
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if f"/{instance}/" in line]
+
+
+@dataclass(frozen=True)
+class InterruptedRun:
+    results: Path
+    run_id: str
+    instance: str  # the run's name on the cluster and on the hosts
+    job_id: str
+
+
+@pytest.fixture
+def interrupted_run(converged, tmp_path) -> InterruptedRun:
+    """A Flink experiment stopped with Ctrl-C (SIGINT to ansible-playbook's process group, as a
+    terminal sends it) while its producer runs: its job, producer, collector and timeline go on."""
+    results = tmp_path / "results"
+    run_id = f"test-interrupted-{uuid.uuid4().hex[:8]}"
+    playbook = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
+        + [str(REPO / "playbooks" / "experiment.yml"), "-e", "engine=flink"]
+        + ["-e", "count=200000", "-e", f"rate={RATE}", "-e", f"run_id={run_id}"]
+        + ["-e", f"experiment_results_dir={results}", "-e", "analyze_on=none"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        start_new_session=True,
+    )
+    try:
+        started = wait_until(
+            lambda: on_lab_host(converged["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
+            lambda done: done.returncode == 0,
+            "the interrupted run's producer started",
+            timeout_s=240,
+        )
+        os.killpg(playbook.pid, signal.SIGINT)
+        assert playbook.wait(timeout=60) != 0
+    finally:
+        if playbook.poll() is None:
+            os.killpg(playbook.pid, signal.SIGKILL)
+    instance = started.stdout.strip().split("/")[-2]
+    # What Ctrl-C left: the job still runs, and so do the producer and the collector.
+    (job,) = [
+        j for j in flink_jobs(converged) if j["name"] == f"streamlab-flink-streamlab-{instance}-in"
+    ]
+    assert job["state"] == "RUNNING", job
+    left = " ".join(run_processes(converged["node1"], instance))
+    assert "producer.produce" in left and "producer.collect" in left, left
+    run_dir = results / run_id
+    assert (run_dir / "run.started.json").exists() and not (run_dir / "run.json").exists()
+    return InterruptedRun(results, run_id, instance, job["jid"])
+
+
+def flink_jobs(lab: dict[str, str]) -> list[dict]:
+    with urllib.request.urlopen(f"http://{lab['node1']}:8081/jobs/overview", timeout=10) as answer:
+        return json.load(answer)["jobs"]
+
+
 @pytest.mark.parametrize("engine", ["flink", "storm"])
-def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp_path, engine):
+def test_a_run_without_faults_delivers_every_acknowledged_message(
+    converged, tmp_path, engine, request
+):
+    """Storm's run starts on a clean lab; Flink's starts after an experiment was interrupted
+    mid-run (in the same results directory), and must first stop what that one left."""
+    interrupted = request.getfixturevalue("interrupted_run") if engine == "flink" else None
     results = tmp_path / "results"
     run_id = f"test-{engine}-{uuid.uuid4().hex[:8]}"  # topics are named after the run
     run = run_playbook(
@@ -157,6 +230,22 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(converged, tmp
     assert (out / "report.md").exists() and (out / "report.html").exists()
     assert {p.name for p in (out / "plots").iterdir()} >= {"latency_cdf.png", "throughput.png"}
     assert "Summarise the run (summary.json" in run.output
+
+    if interrupted:
+        assert "An interrupted experiment had left 1 job(s)" in " ".join(run.output.split())
+        # Nothing of the interrupted run is left: its job ended, its processes are gone ...
+        (job,) = [j for j in flink_jobs(converged) if j["jid"] == interrupted.job_id]
+        assert job["state"] == "CANCELED", job
+        for host in ("node1", "node2", "node3"):
+            assert run_processes(converged[host], interrupted.instance) == [], host
+        # ... and its result directory is kept, marked incomplete, with what was stopped.
+        marked = json.loads((results / interrupted.run_id / "run.json").read_text())
+        assert marked["status"] == "incomplete" and marked["engine"] == "flink"
+        assert marked["incomplete_reasons"][0].startswith("interrupted: "), marked
+        assert f"the experiment {run_id}" in marked["incomplete_reasons"][0]
+        stopped = " ".join(marked["interrupted"]["stopped"])
+        assert f"job streamlab-flink-streamlab-{interrupted.instance}-in cancelled" in stopped
+        assert "producer.produce" in stopped and "producer.collect" in stopped, stopped
 
     logs = {p.name for p in (out / "engine" / "logs").iterdir()}
     assert logs == {"node1.log", "node2.log", "node3.log"}

@@ -1,0 +1,131 @@
+"""What an interrupted experiment leaves: streamlab_run_processes (finds and stops exactly the
+processes working in a run's directory) and streamlab_interrupted_runs (marks a result directory
+that was started and never recorded incomplete, and nothing else)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_module
+
+SLEEPER = "import sys, time; time.sleep(120)"
+
+
+def sleeper(*arguments: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SLEEPER, *arguments])
+
+
+@pytest.fixture
+def processes(tmp_path):
+    runs = tmp_path / "data" / "runs"
+    started = [
+        sleeper("--out", str(runs / "inst-a" / "produced.jsonl")),
+        sleeper(f"--stop-file={tmp_path / 'data' / 'timelines' / 'inst-b' / 'timeline.stop'}"),
+        # Not the kit's: a path beside the runs directory, and the directory itself.
+        sleeper("--out", str(tmp_path / "data" / "runs-old" / "x" / "y")),
+        sleeper(str(runs)),
+    ]
+    yield runs, started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def test_it_finds_exactly_the_processes_in_a_runs_directory_and_stops_them(processes, tmp_path):
+    runs, (producer, timeline, beside, bare) = processes
+    args = {"directories": [str(runs), str(tmp_path / "data" / "timelines")]}
+    rc, listed = run_module("streamlab_run_processes", args)
+    assert rc == 0 and listed["changed"] is False, listed
+    found = {p["pid"]: p["run"] for p in listed["processes"]}
+    assert found == {producer.pid: "inst-a", timeline.pid: "inst-b"}
+
+    rc, stopped = run_module("streamlab_run_processes", {**args, "stop": True, "timeout_s": 5})
+    assert rc == 0 and stopped["changed"] is True, stopped
+    assert producer.wait(timeout=10) is not None and timeline.wait(timeout=10) is not None
+    assert beside.poll() is None and bare.poll() is None  # not the kit's: still running
+
+    rc, again = run_module("streamlab_run_processes", {**args, "stop": True})
+    assert rc == 0 and again["changed"] is False and again["processes"] == [], again
+
+
+def test_check_mode_stops_nothing(processes):
+    runs, (producer, *_rest) = processes
+    rc, result = run_module(
+        "streamlab_run_processes", {"directories": [str(runs)], "stop": True}, "--check"
+    )
+    assert rc == 0 and result["changed"] is True, result
+    assert producer.poll() is None
+
+
+@pytest.mark.parametrize("directory", ["/", "/tmp", "relative/runs"])
+def test_a_directory_that_would_match_too_much_is_refused(directory):
+    rc, result = run_module("streamlab_run_processes", {"directories": [directory]})
+    assert rc != 0 and "is not a directory of the kit's runs" in result.get("msg", ""), result
+
+
+def started_run(results: Path, run_id: str, instance: str, recorded: bool = False) -> Path:
+    run_dir = results / run_id
+    (run_dir / "engine" / "logs").mkdir(parents=True)
+    started = {"run_id": run_id, "engine": "flink", "fault": "none", "instance": instance}
+    (run_dir / "run.started.json").write_text(json.dumps(started))
+    if recorded:
+        (run_dir / "run.json").write_text(json.dumps({**started, "status": "complete"}))
+    return run_dir
+
+
+def test_only_a_started_and_unrecorded_run_is_marked_with_what_of_it_was_stopped(tmp_path):
+    results = tmp_path / "results"
+    interrupted = started_run(results, "r1", "r1-20261124T100000Z")
+    recorded = started_run(results, "r2", "r2-20261124T110000Z", recorded=True)
+    recorded_before = (recorded / "run.json").read_text()
+    (results / "a-study").mkdir()
+    args = {
+        "results_dir": str(results),
+        "found_by": "the experiment r3",
+        "jobs": ["streamlab-flink-streamlab-r1-20261124T100000Z-in", "streamlab-other-in"],
+        "processes": {
+            "node1": [
+                {"pid": 11, "command": "python -m producer.produce", "run": "r1-20261124T100000Z"},
+                {"pid": 12, "command": "python -m producer.collect", "run": "someone-else"},
+            ]
+        },
+    }
+    rc, result = run_module("streamlab_interrupted_runs", args)
+    assert rc == 0 and result["changed"] is True and result["runs"] == ["r1"], result
+
+    record = json.loads((interrupted / "run.json").read_text())
+    assert record["status"] == "incomplete" and record["engine"] == "flink"
+    assert record["incomplete_reasons"][0].startswith("interrupted: ")
+    assert (
+        "found at" in record["incomplete_reasons"][0]
+        and "the experiment r3" in record["incomplete_reasons"][0]
+    )
+    assert record["interrupted"]["stopped"] == [
+        "job streamlab-flink-streamlab-r1-20261124T100000Z-in cancelled",
+        "process 11 on node1 stopped (python -m producer.produce)",
+    ]
+    assert (recorded / "run.json").read_text() == recorded_before
+    assert sorted(p.name for p in interrupted.iterdir()) == [
+        "engine",
+        "run.json",
+        "run.started.json",
+    ]
+
+    rc, again = run_module("streamlab_interrupted_runs", args)
+    assert rc == 0 and again["changed"] is False and again["runs"] == [], again
+
+
+def test_check_mode_writes_nothing_and_a_missing_results_directory_is_no_change(tmp_path):
+    results = tmp_path / "results"
+    run_dir = started_run(results, "r1", "i1")
+    args = {"results_dir": str(results), "found_by": "teardown"}
+    rc, result = run_module("streamlab_interrupted_runs", args, "--check")
+    assert rc == 0 and result["runs"] == ["r1"] and not (run_dir / "run.json").exists(), result
+    args = {"results_dir": str(tmp_path / "none"), "found_by": "teardown"}
+    rc, result = run_module("streamlab_interrupted_runs", args)
+    assert rc == 0 and result["changed"] is False, result
