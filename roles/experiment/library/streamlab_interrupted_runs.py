@@ -9,7 +9,9 @@ short_description: Give every interrupted run's result directory a run.json sayi
 description:
   - An experiment writes run.started.json into its result directory when it starts and run.json
     when it records the run. A directory with the first and without the second was left by an
-    experiment that stopped before recording (Ctrl-C, a dead control node).
+    experiment that ended before recording (Ctrl-C, a dead control node, a failed record step).
+  - Only runs of this lab are marked (run.started.json's C(lab) equals C(lab)): a results
+    directory shared by several labs keeps another lab's runs, running or not, as they are.
   - For each, writes run.json with C(status) C(incomplete), the reason, and what the started
     record says (run id, engine, fault, start, instance). Nothing is removed; a directory that
     already has a run.json is left alone, so a second call changes nothing.
@@ -20,6 +22,11 @@ options:
   results_dir:
     description: The results directory (experiment_results_dir).
     type: path
+    required: true
+  lab:
+    description: "The lab's identity as run.started.json records it (its hosts' cluster addresses)."
+    type: list
+    elements: str
     required: true
   found_by:
     description: "Who found them, for the reason (e.g. the next experiment's run id)."
@@ -53,8 +60,8 @@ STARTED = "run.started.json"
 RUN_JSON = "run.json"
 
 
-def interrupted(results_dir: str) -> list[tuple[str, dict[str, Any]]]:
-    """(run directory, started record) for each run started and never recorded."""
+def interrupted(results_dir: str, lab: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(run directory, started record) for each run of this lab started and never recorded."""
     if not os.path.isdir(results_dir):
         return []
     found = []
@@ -67,7 +74,8 @@ def interrupted(results_dir: str) -> list[tuple[str, dict[str, Any]]]:
                     record = json.load(handle)
             except (OSError, ValueError):
                 record = {}
-            found.append((run_dir, record if isinstance(record, dict) else {}))
+            if isinstance(record, dict) and sorted(record.get("lab") or []) == sorted(lab):
+                found.append((run_dir, record))
     return found
 
 
@@ -91,8 +99,8 @@ def run_json(
     run_dir: str, started: dict[str, Any], found_by: str, stopped: list[str], now_utc: str
 ) -> dict[str, Any]:
     reason = (
-        "interrupted: the experiment stopped before it recorded this run (Ctrl-C, or its "
-        f"control node died); found at {now_utc} by {found_by}"
+        "interrupted: the experiment ended before it recorded this run (Ctrl-C, its control "
+        f"node died, or recording failed); found at {now_utc} by {found_by}"
     )
     reason += (
         f", which stopped what it had left running: {len(stopped)} job(s) and process(es)"
@@ -112,18 +120,27 @@ def run_json(
     }
 
 
-def write_atomically(path: str, data: dict[str, Any]) -> None:
+def write_new(path: str, data: dict[str, Any]) -> bool:
+    """Write path whole, only if it does not exist (a run.json the experiment itself wrote in
+    the meantime is never replaced); False when it was there."""
     part = path + ".part"
     with open(part, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2, sort_keys=True)
         handle.write("\n")
-    os.replace(part, path)
+    try:
+        os.link(part, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(part)
+    return True
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "results_dir": {"type": "path", "required": True},
+            "lab": {"type": "list", "elements": "str", "required": True},
             "found_by": {"type": "str", "required": True},
             "jobs": {"type": "list", "elements": "str", "default": []},
             "processes": {"type": "dict", "default": {}},
@@ -131,15 +148,21 @@ def main() -> None:
         supports_check_mode=True,
     )
     now_utc = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    runs = interrupted(module.params["results_dir"])
-    if not module.check_mode:
-        for run_dir, started in runs:
+    if not module.params["lab"]:
+        module.fail_json(msg="lab is empty: give the lab's cluster addresses")
+    runs = interrupted(module.params["results_dir"], module.params["lab"])
+    marked = []
+    for run_dir, started in runs:
+        if module.check_mode:
+            marked.append(run_dir)
+        else:
             stopped = stopped_of(
                 started.get("instance"), module.params["jobs"], module.params["processes"]
             )
             record = run_json(run_dir, started, module.params["found_by"], stopped, now_utc)
-            write_atomically(os.path.join(run_dir, RUN_JSON), record)
-    module.exit_json(changed=bool(runs), runs=[os.path.basename(d) for d, _ in runs])
+            if write_new(os.path.join(run_dir, RUN_JSON), record):
+                marked.append(run_dir)
+    module.exit_json(changed=bool(marked), runs=[os.path.basename(d) for d in marked])
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ description:
   - An experiment starts its producer, collector and engine timeline as background jobs whose
     command line names a file in a directory of the run (<one of C(directories)>/<run>/...).
     When the control node stops mid-run (Ctrl-C, a dead laptop) they go on; this module finds
-    them by exactly that: an argument that is a path in one of C(directories). Nothing else is
-    ever touched.
+    them by exactly that: one of the kit's C(programs) (an argument whose base name is one of
+    them) given a path in one of C(directories). Nothing else is ever touched (an operator's
+    C(tail -f) of a run's log is not one of the kit's programs).
   - The module's own process and its parents are never matched.
   - With C(stop), each is sent SIGTERM, and SIGKILL after C(timeout_s) if it is still there.
   - Reads /proc where there is one (Linux), else C(ps) (macOS).
@@ -20,6 +21,11 @@ options:
     description: "Where runs keep their files (driver_runs_dir, the timelines)."
     type: list
     elements: path
+    required: true
+  programs:
+    description: "The kit's run programs (producer.produce, flink_timeline.py, StormProbe, ...)."
+    type: list
+    elements: str
     required: true
   stop: {description: Stop what is found; otherwise only list it., type: bool, default: false}
   timeout_s: {description: Seconds between SIGTERM and SIGKILL., type: int, default: 10}
@@ -88,13 +94,17 @@ def _run_of(argv: list[str], directories: list[str]) -> str | None:
     return None
 
 
-def find(directories: list[str]) -> list[dict[str, Any]]:
+def _is_program(argv: list[str], programs: list[str]) -> bool:
+    return any(argument.rsplit("/", 1)[-1] in programs for argument in argv)
+
+
+def find(directories: list[str], programs: list[str]) -> list[dict[str, Any]]:
     table = _proc_table()
     own = _ancestors(table, os.getpid())
     found = []
     for pid, (_parent, argv) in sorted(table.items()):
         run = _run_of(argv, directories)
-        if run and pid not in own:
+        if run and pid not in own and _is_program(argv, programs):
             found.append({"pid": pid, "command": " ".join(argv)[:300], "run": run})
     return found
 
@@ -133,6 +143,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "directories": {"type": "list", "elements": "path", "required": True},
+            "programs": {"type": "list", "elements": "str", "required": True},
             "stop": {"type": "bool", "default": False},
             "timeout_s": {"type": "int", "default": 10},
         },
@@ -143,7 +154,10 @@ def main() -> None:
         # A run's files are two levels below; a directory this shallow would match anything.
         if not os.path.isabs(directory) or len(directory.strip("/").split("/")) < 2:
             module.fail_json(msg=f"{directory} is not a directory of the kit's runs")
-    processes = find(directories)
+    programs = [program for program in module.params["programs"] if program]
+    if not programs:
+        module.fail_json(msg="programs is empty: name the kit's run programs")
+    processes = find(directories, programs)
     killed = []
     if module.params["stop"] and processes and not module.check_mode:
         killed = stop(processes, module.params["timeout_s"])
