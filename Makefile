@@ -30,15 +30,18 @@ $(VENV)/.installed: pyproject.toml
 	  || $(BIN)/pip install --quiet --no-deps ansible==$(ANSIBLE_BUNDLE)
 	mkdir -p .collections && touch $@
 
+# One line per phase, check and change on the terminal; the full output in logs/ (BRIEF= for all of it).
+BRIEF ?= ANSIBLE_STDOUT_CALLBACK=streamlab_brief
+
 demo: setup
-	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
-	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
+	$(BRIEF) $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/site.yml
+	$(BRIEF) $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/health.yml
 	$(BIN)/streamlab-study $(DEMO_STUDY) -i $(INVENTORY)
 
 # Stops every daemon of the kit on the embedded default and removes its topics and runtime state
 # (binaries and the artifact cache stay; results/ is never touched).
 demo-down: setup
-	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml -e confirm=yes
+	$(BRIEF) $(BIN)/ansible-playbook -i $(INVENTORY) playbooks/teardown.yml -e confirm=yes
 
 # LAB_FLAGS=--fresh rebuilds the hosts from scratch (what `make test` does).
 lab: setup
