@@ -118,6 +118,15 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
     return EXIT_OK
 
 
+def _print_comparison(comparison_csv: Path) -> None:
+    """The groups' means (comparison.csv) as a plain table on the terminal."""
+    from analysis.study.report import comparison_table
+
+    if comparison_csv.is_file():
+        print("Mean over each group's complete runs (overloaded runs left out):")
+        print(comparison_table(comparison_csv))
+
+
 def main(
     argv: Sequence[str] | None = None,
     kit: kit_module.Kit | None = None,
@@ -207,6 +216,7 @@ def main(
     if report is None:
         print(f"{PROG}: no run is complete: nothing to compare", file=sys.stderr)
         return EXIT_RUNS
+    _print_comparison(report.parent / "comparison.csv")
     print(f"wrote {report} (comparison.md, comparison.csv, plots/ beside it)")
     if not outcome.finished:
         print(

@@ -4,6 +4,7 @@ runs that are not complete)."""
 
 from __future__ import annotations
 
+import csv
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,51 @@ ADVICE_JSON = "advice.json"
 SUMMARY = "summary.json"
 
 SummarizeRuns = Callable[[Sequence[Path]], None]
+
+# The terminal's table: each group's mean over its repetitions (comparison.csv `mean` rows).
+TABLE_COLUMNS = ("group", "n", "loss %", "dup %", "p50 ms", "p99 ms", "recovery s")
+
+
+def _number(
+    text: str, scale: float = 1.0, digits: int = 0, unit: str = "", blank: str = "–"
+) -> str:
+    if text in ("", None):
+        return blank
+    return f"{float(text) * scale:.{digits}f}{unit}"
+
+
+def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
+    """One row per group (its mean; overloaded runs are already left out of it by compare),
+    in TABLE_COLUMNS order, for the terminal after the study."""
+    with comparison_csv.open(encoding="utf-8", newline="") as handle:
+        means = [row for row in csv.DictReader(handle) if row.get("kind") == "mean"]
+    return [
+        (
+            row["group"],
+            row["n"],
+            _number(row["loss_rate"], 100, 2),
+            _number(row["duplicate_rate"], 100, 2),
+            _number(row["latency_p50_ms"]),
+            _number(row["latency_p99_ms"]),
+            # compare leaves a run that never recovered out of the mean: blank when none did.
+            _number(row["recovery_s"], digits=1, blank="never"),
+        )
+        for row in means
+    ]
+
+
+def comparison_table(comparison_csv: Path) -> str:
+    """comparison_rows under TABLE_COLUMNS, in aligned columns (the group left, numbers right)."""
+    rows = [TABLE_COLUMNS, *comparison_rows(comparison_csv)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
+    lines = [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
 def spark_summarize(run_dirs: Sequence[Path]) -> None:

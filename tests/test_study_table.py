@@ -1,0 +1,26 @@
+"""The study's closing table on the terminal: each group's mean from comparison.csv."""
+
+from __future__ import annotations
+
+from analysis.study.report import comparison_table
+
+HEADER = "group,kind,run_id,n,loss_rate,duplicate_rate,latency_p50_ms,latency_p99_ms,recovery_s\n"
+
+
+def test_one_line_per_group_mean_in_aligned_columns(tmp_path):
+    csv = tmp_path / "comparison.csv"
+    csv.write_text(
+        HEADER
+        + "flink checkpoint_interval_s=2,run,r1,1,0.0,0.0126,7189.0,16771.0,\n"
+        + "flink checkpoint_interval_s=2,mean,,1,0.0,0.0126,7189.0,16771.0,\n"
+        + "storm storm_message_timeout_s=10,run,r2,1,0.001,0.1826,3446.0,12179.0,12.34\n"
+        + "storm storm_message_timeout_s=10,run,r3,1,0.0,0.1,3446.0,12179.0,13.0\n"
+        + "storm storm_message_timeout_s=10,mean,,2,0.0005,0.1413,3446.0,12179.0,12.67\n"
+    )
+    lines = comparison_table(csv).splitlines()
+    assert lines == [
+        "group                             n  loss %  dup %  p50 ms  p99 ms  recovery s",
+        "-" * 78,
+        "flink checkpoint_interval_s=2     1    0.00   1.26    7189   16771       never",
+        "storm storm_message_timeout_s=10  2    0.05  14.13    3446   12179        12.7",
+    ]
