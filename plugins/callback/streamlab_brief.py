@@ -125,9 +125,6 @@ class CallbackModule(DefaultCallback):
         elif result._result.get("changed", False):
             self._say(f"  changed  {self._describe(result)}", color="yellow")
 
-    def v2_runner_item_on_ok(self, result: Any) -> None:
-        super().v2_runner_item_on_ok(result)
-
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         super().v2_runner_on_failed(result, ignore_errors)
         if ignore_errors:
