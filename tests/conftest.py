@@ -91,6 +91,20 @@ class BackgroundPlaybook:
         return self._outcome[0]
 
 
+def start_playbook(playbook: str, *arguments: str) -> subprocess.Popen:
+    """ansible-playbook playbooks/<playbook> on the test hosts, in a session of its own (the
+    test signals its process group as a terminal would) and with its output discarded."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
+        + [str(REPO / "playbooks" / playbook), *arguments],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        start_new_session=True,
+    )
+
+
 def run_module(
     module: str, args: dict, *flags: str, path: str = "/usr/bin:/bin"
 ) -> tuple[int, dict]:

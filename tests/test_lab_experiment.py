@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -17,12 +15,12 @@ from kafka import KafkaAdminClient
 
 from conftest import (
     LAB_INVENTORY,
-    REPO,
     BackgroundPlaybook,
     on_lab_host,
     role_default,
     run_playbook,
     set_daemon,
+    start_playbook,
     storm_probe,
     wait_until,
 )
@@ -66,6 +64,19 @@ WARMUP_S = 4
 DRIVER_RUNS = "/var/lib/streamlab/runs"
 
 
+def producer_started(lab: dict[str, str], run_id: str) -> str:
+    """Wait until the run's producer has started on the driver host (node1); the run's name on
+    the cluster (its run id and when it started: its topics, job and files there)."""
+    started = wait_until(
+        # one argument: the test host's shell expands the pattern
+        lambda: on_lab_host(lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
+        lambda done: done.returncode == 0,
+        f"the producer of {run_id} started",
+        timeout_s=240,
+    )
+    return started.stdout.strip().split("/")[-2]
+
+
 def run_processes(address: str, instance: str) -> list[str]:
     """Command lines on a test host that work in the run's directories (as `ps` lists them)."""
     done = on_lab_host(address, "ps", "-eww", "-o", "args=")
@@ -87,30 +98,19 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
     terminal sends it) while its producer runs: its job, producer, collector and timeline go on."""
     results = tmp_path / "results"
     run_id = f"test-interrupted-{uuid.uuid4().hex[:8]}"
-    playbook = subprocess.Popen(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
-        + [str(REPO / "playbooks" / "experiment.yml"), "-e", "engine=flink"]
-        + ["-e", "count=200000", "-e", f"rate={RATE}", "-e", f"run_id={run_id}"]
-        + ["-e", f"experiment_results_dir={results}", "-e", "analyze_on=none"],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-        start_new_session=True,
+    playbook = start_playbook(
+        "experiment.yml",
+        *("-e", "engine=flink", "-e", "count=200000", "-e", f"rate={RATE}"),
+        *("-e", f"run_id={run_id}", "-e", f"experiment_results_dir={results}"),
+        *("-e", "analyze_on=none"),
     )
     try:
-        started = wait_until(
-            lambda: on_lab_host(converged["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
-            lambda done: done.returncode == 0,
-            "the interrupted run's producer started",
-            timeout_s=240,
-        )
+        instance = producer_started(converged, run_id)
         os.killpg(playbook.pid, signal.SIGINT)
         assert playbook.wait(timeout=60) != 0
     finally:
         if playbook.poll() is None:
             os.killpg(playbook.pid, signal.SIGKILL)
-    instance = started.stdout.strip().split("/")[-2]
     # What Ctrl-C left: the job still runs, and so do the producer and the collector.
     (job,) = [
         j for j in flink_jobs(converged) if j["name"] == f"streamlab-flink-streamlab-{instance}-in"
@@ -279,19 +279,10 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         },
         tmp_path=tmp_path,
     )
-    # This attempt's name on the cluster: the run id and when it started (its topics, its
-    # topology, its files on the driver host).
     topology = ""
     try:
         # Once the producer runs (the probe has crossed the topology), Nimbus goes.
-        started = wait_until(
-            # one argument: the test host's shell expands the pattern
-            lambda: on_lab_host(converged["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
-            lambda done: done.returncode == 0,
-            "the run's producer started",
-            timeout_s=240,
-        )
-        topology = "streamlab-" + started.stdout.strip().split("/")[-2]
+        topology = "streamlab-" + producer_started(converged, run_id)
         set_daemon("storm-nimbus", "killed", "node1", tmp_path)
         run = playbook.join(timeout_s=600)
     finally:

@@ -8,8 +8,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -20,11 +18,11 @@ import yaml
 
 from conftest import (
     LAB_INVENTORY,
-    REPO,
     BackgroundPlaybook,
     PlaybookRun,
     on_lab_host,
     run_playbook,
+    start_playbook,
     wait_until,
 )
 
@@ -230,22 +228,10 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
     lab = recovered
     schedule_id = f"test-deadman-{uuid.uuid4().hex[:6]}"
     duration_s = 25
-    playbook = subprocess.Popen(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
-        + [str(REPO / "playbooks" / "fault.yml"), "-e", "fault=network_partition"]
-        + [
-            "-e",
-            "target=node3",
-            "-e",
-            f"duration_s={duration_s}",
-            "-e",
-            f"schedule_id={schedule_id}",
-        ],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
-        start_new_session=True,
+    playbook = start_playbook(
+        "fault.yml",
+        *("-e", "fault=network_partition", "-e", "target=node3"),
+        *("-e", f"duration_s={duration_s}", "-e", f"schedule_id={schedule_id}"),
     )
     try:
         wait_until(lambda: not reachable(lab["node3"]), bool, "node3 partitioned", timeout_s=60)
