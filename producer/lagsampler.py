@@ -7,6 +7,7 @@ run it: on a background thread (runs), or inline when due (tests on a simulated 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -111,7 +112,7 @@ class LagSample:
 
 
 class LagSampler:
-    """Takes samples through an OffsetSource it connects lazily (and again after a failure)."""
+    """Takes samples through an OffsetSource it connects lazily, and afresh after any failure."""
 
     def __init__(
         self,
@@ -150,6 +151,10 @@ class LagSampler:
                 tuple(ends[self.result_topic]),
             )
         except Exception as error:  # a failed sample is recorded, and sampling goes on
+            # with fresh clients: kafka-python caches a group's coordinator and never forgets
+            # it, so after a NotCoordinatorError the same client would ask the same broker
+            # until the run's drain timed out (seen in CI after a redeploy).
+            self.close_quietly()
             return LagSample(t_ms, error=f"{type(error).__name__}: {error}")
 
     def _topic_partitions(self, source: OffsetSource, topic: str) -> list[int]:
@@ -162,8 +167,15 @@ class LagSampler:
 
     def close(self) -> None:
         if self._source is not None:
-            self._source.close()
-            self._source = None
+            source, self._source = self._source, None
+            source.close()
+
+    def close_quietly(self) -> None:
+        """Drop the clients after a failure; an error while closing them changes nothing."""
+        source, self._source = self._source, None
+        if source is not None:
+            with contextlib.suppress(Exception):  # the sample's own error is the one reported
+                source.close()
 
 
 class Sampling(Protocol):

@@ -95,8 +95,10 @@ def test_failures_become_error_lines_and_sampling_recovers():
     }
     source.fail = TimeoutError("coordinator")
     assert sampler.sample().error == "TimeoutError: coordinator"
-    source.fail = None
-    assert sampler.sample().error is None and len(connects) == 2
+    # The failed clients are closed; the next sample connects afresh (stale coordinator).
+    assert source.closed and len(connects) == 2
+    source.fail, source.closed = None, False
+    assert sampler.sample().error is None and len(connects) == 3
     missing = LagSampler(lambda: FakeOffsets(results=()), "in", "out", None, clock).sample()
     assert missing.error == "LookupError: topic 'out' has no partitions (yet)"
     sampler.close()
