@@ -1,6 +1,6 @@
 """python -m analysis: summarise one run directory, or compare several.
 
-python -m analysis summarize RUN_DIR [--master URL] [--conf KEY=VALUE ...] [--driver-memory 1g]
+python -m analysis summarize RUN_DIR... [--master URL] [--conf KEY=VALUE ...] [--driver-memory 1g]
 python -m analysis compare RUN_DIR... --out DIR
 python -m analysis advise RESULTS_DIR... --mtbf-s SECONDS [--max-p99-ms 1000] [--out DIR]
 
@@ -33,9 +33,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     summarize = commands.add_parser(
         "summarize",
         help="write RUN_DIR/summary.json, report.md, report.html and plots/",
-        description="Compute a run's figures (docs/metrics.md) and write its reports.",
+        description="Compute each run's figures (docs/metrics.md) and write its reports. "
+        "Several runs share one Spark application (one start of its JVM and executors).",
     )
-    summarize.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    summarize.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
     summarize.add_argument(
         "--master",
         default="local[*]",
@@ -113,23 +114,41 @@ def run_summarize(args: argparse.Namespace) -> int:
     from analysis import report, session, summarize
     from analysis.io import InputError
 
-    try:
-        inputs = summarize.prepare(args.run_dir)  # before Spark starts: fast errors
+    duplicated = sorted({str(d) for d in args.run_dirs if args.run_dirs.count(d) > 1})
+    if duplicated:
+        print(
+            f"python -m analysis summarize: error: {', '.join(duplicated)} named twice; "
+            "name each run once",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:  # every run before Spark starts: fast errors, and nothing written on a bad one
+        runs = [(run_dir, summarize.prepare(run_dir)) for run_dir in args.run_dirs]
     except InputError as error:
         print(f"python -m analysis summarize: error: {error}", file=sys.stderr)
         return EXIT_INPUT
     spark = session.build(args.master, dict(args.conf), args.driver_memory)
+    failed = 0
     try:
-        summary, plot_data = summarize.compute(spark, inputs)
-    except InputError as error:
-        print(f"python -m analysis summarize: error: {error}", file=sys.stderr)
-        return EXIT_INPUT
+        # A run's outputs are written once all its figures are computed: a run with a bad line
+        # is left untouched (the error names the file and line), and the others are summarised.
+        for run_dir, inputs in runs:
+            try:
+                summary, plot_data = summarize.compute(spark, inputs)
+            except InputError as error:
+                print(f"python -m analysis summarize: error: {error}", file=sys.stderr)
+                failed += 1
+                continue
+            written = summarize.write_outputs(
+                run_dir, summary, None if args.no_plots else plot_data
+            )
+            if len(runs) > 1:
+                print(f"== {run_dir.name}")
+            print(report.headline(summary))
+            print(f"wrote {', '.join(str(path) for path in written)}")
     finally:
         spark.stop()
-    written = summarize.write_outputs(args.run_dir, summary, None if args.no_plots else plot_data)
-    print(report.headline(summary))
-    print(f"wrote {', '.join(str(path) for path in written)}")
-    return EXIT_OK
+    return EXIT_INPUT if failed else EXIT_OK
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -243,6 +243,24 @@ def converged(lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
     return lab
 
 
+PASSED_PHASES = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Which phases of a test passed (in its stash), for fixtures that clean up only after a
+    failure."""
+    report = yield
+    if report.passed:
+        item.stash.setdefault(PASSED_PHASES, set()).add(report.when)
+    return report
+
+
+def setup_and_call_passed(request: pytest.FixtureRequest) -> bool:
+    """In a fixture's teardown: did the test's setup and call both pass?"""
+    return {"setup", "call"} <= request.node.stash.get(PASSED_PHASES, set())
+
+
 # ---------------------------------------------------------------- the analysis' Spark session
 
 # Tests that use the `spark` fixture and have not run yet; the session stops after the last

@@ -239,6 +239,40 @@ def test_summarize_command_line(tmp_path):
     assert (path / "report.html").exists() and (path / "plots" / "throughput.png").exists()
 
 
+def test_several_runs_share_one_spark_application_and_a_bad_one_is_left_untouched(tmp_path):
+    paths = []
+    for run_id, latency in (("run-a", 20), ("run-bad", 30), ("run-b", 40)):
+        run = RunDir(tmp_path, run_id, parameters={"warmup_s": 0})
+        for i in range(1, 201):
+            run.produce(i, B + 10 * i).receive(i, B + 10 * i + latency)
+        paths.append(run.write())
+    bad = paths[1] / "received.jsonl"
+    lines = bad.read_text().splitlines(keepends=True)
+    bad.write_text("".join([*lines[:2], "not json\n", *lines[2:]]))
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis", "summarize", *map(str, paths), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"{bad}:3: not a JSON object" in done.stderr
+    assert not (paths[1] / "summary.json").exists() and not (paths[1] / "plots").exists()
+    # The runs around it are summarised, each with its own figures and headline.
+    for path, latency in ((paths[0], 20), (paths[2], 40)):
+        assert json.loads((path / "summary.json").read_text())["latency_ms"]["p50"] == latency
+        assert f"== {path.name}\n" in done.stdout
+    twice = subprocess.run(
+        [sys.executable, "-m", "analysis", "summarize", str(paths[0]), str(paths[0])],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert twice.returncode == 2 and "named twice; name each run once" in twice.stderr
+
+
 def test_summarize_command_line_bad_input(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "analysis", "summarize", str(tmp_path / "nope")],
