@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
+import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 
-from conftest import REPO, daemon_down, role_default, wait_until
+from conftest import LAB_SSH_OPTIONS, REPO, daemon_down, on_lab_host, role_default, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -55,6 +57,8 @@ def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_pa
 
 
 def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
+    """Submitted with the Flink CLI on the JobManager host, as the kit does: the REST API's jar
+    upload is off (flink_web_submit: false), so nobody who reaches port 8081 runs code with it."""
     project = REPO / "jobs" / "flink-smoke"
     version = role_default("flink", "flink_version")
     subprocess.run(
@@ -70,20 +74,32 @@ def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
         + jar.read_bytes()
         + f"\r\n--{boundary}--\r\n".encode()
     )
-    uploaded = rest(
-        converged,
-        "/jars/upload",
-        body,
-        {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        rest(
+            converged,
+            "/jars/upload",
+            body,
+            {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
+    assert refused.value.code == 404, refused.value
+    remote_jar = f"/tmp/flink-smoke-{boundary}.jar"
+    copied = subprocess.run(
+        ["scp", "-q", *LAB_SSH_OPTIONS, str(jar), f"root@{converged['node1']}:{remote_jar}"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    jar_id = uploaded["filename"].rsplit("/", 1)[-1]
-    run = rest(
-        converged,
-        f"/jars/{jar_id}/run",
-        json.dumps({"parallelism": 4, "programArgs": "200000"}).encode(),
-        {"Content-Type": "application/json"},
+    assert copied.returncode == 0, copied.stderr
+    submitted = on_lab_host(
+        converged["node1"],
+        *("env", "FLINK_CONF_DIR=/etc/streamlab/flink", "/opt/streamlab/flink/bin/flink"),
+        *("run", "--detached", "--parallelism", "4", remote_jar, "200000"),
+        timeout_s=120,
     )
-    job_id = run["jobid"]
+    on_lab_host(converged["node1"], "rm", "-f", remote_jar)
+    found = re.search(r"JobID ([0-9a-f]{32})", submitted.stdout)
+    assert found, submitted.stdout + submitted.stderr
+    job_id = found.group(1)
     deadline = time.monotonic() + 180
     while (job := rest(converged, f"/jobs/{job_id}"))["state"] not in ("FINISHED", "FAILED"):
         assert time.monotonic() < deadline, f"job still {job['state']} after 180 s"

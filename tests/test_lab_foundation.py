@@ -69,6 +69,11 @@ def test_zookeeper_ensemble_has_one_leader_and_synced_followers(converged):
         if metrics["zk_server_state"] == "leader":
             assert metrics["zk_synced_followers"] == str(len(converged) - 1)
     assert sorted(states.values()) == ["follower", "follower", "leader"], states
+    # Only what health needs is answered: no sessions, clients or configuration to strangers.
+    for word in ("stat", "cons", "conf", "envi", "dump"):
+        assert "is not executed because it is not in the whitelist" in zookeeper_says(
+            converged["node1"], word
+        ), word
 
 
 def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
