@@ -81,7 +81,11 @@ def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
             body,
             {"Content-Type": f"multipart/form-data; boundary={boundary}"},
         )
-    assert refused.value.code == 404, refused.value
+    answer = refused.value.read().decode()
+    assert refused.value.code == 400 and "POST request not allowed" in answer, answer
+    with pytest.raises(urllib.error.HTTPError) as no_jars:
+        rest(converged, "/jars")  # the jar handlers are not there at all
+    assert no_jars.value.code == 404, no_jars.value
     remote_jar = f"/tmp/flink-smoke-{boundary}.jar"
     copied = subprocess.run(
         ["scp", "-q", *LAB_SSH_OPTIONS, str(jar), f"root@{converged['node1']}:{remote_jar}"],
