@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from conftest import LAB_INVENTORY, daemon_down, run_playbook, wait_until
+from conftest import LAB_INVENTORY, daemon_down, on_lab_host, run_playbook, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -74,6 +74,40 @@ def test_zookeeper_ensemble_has_one_leader_and_synced_followers(converged):
         assert "is not executed because it is not in the whitelist" in zookeeper_says(
             converged["node1"], word
         ), word
+
+
+# What root runs or writes, and every directory above it: the service account must not be able
+# to replace any of them (supervisord's socket and log, the daemons' stdout logs, job jars,
+# fault schedules, the run files of the producer and collector, the kit's programs).
+ROOT_ONLY = (
+    "/var/lib/streamlab",
+    "/var/lib/streamlab/supervisor",
+    "/var/lib/streamlab/faults",
+    "/var/log/streamlab",
+    "/var/log/streamlab/supervisord.log",
+    "/var/log/streamlab/kafka.out",
+    "/etc/streamlab",
+    "/etc/streamlab/supervisord.conf",
+    "/etc/streamlab/supervisor.d",
+    "/opt/streamlab",
+    "/opt/streamlab/bin",
+    "/opt/streamlab/venv/bin",
+)
+DRIVER_ROOT_ONLY = ("/var/lib/streamlab/runs", "/opt/streamlab/driver/producer")
+# What the service account must write (so the check can tell the two apart).
+ACCOUNT_WRITES = ("/var/lib/streamlab/kafka", "/var/log/streamlab/kafka")
+
+
+def test_the_service_account_cannot_replace_what_root_runs_or_writes(converged):
+    for name, address in converged.items():
+        paths = ROOT_ONLY + (DRIVER_ROOT_ONLY if name == "node1" else ())
+        script = "; ".join(
+            f"runuser -u streamlab -- test -w {path} && echo writable {path}"
+            for path in (*paths, *ACCOUNT_WRITES)
+        )
+        done = on_lab_host(address, script + "; true")  # ssh hands it to the host's shell
+        writable = {line.split(" ", 1)[1] for line in done.stdout.splitlines()}
+        assert writable == set(ACCOUNT_WRITES), (name, writable, done.stderr)
 
 
 def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
