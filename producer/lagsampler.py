@@ -171,11 +171,10 @@ class LagSampler:
             source.close()
 
     def close_quietly(self) -> None:
-        """Drop the clients after a failure; an error while closing them changes nothing."""
-        source, self._source = self._source, None
-        if source is not None:
-            with contextlib.suppress(Exception):  # the sample's own error is the one reported
-                source.close()
+        """Drop the clients after a failure; an error while closing them changes nothing
+        (close() lets go of them first, and the sample's own error is the one reported)."""
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 class Sampling(Protocol):

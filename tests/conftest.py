@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +201,34 @@ def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subproces
         timeout=timeout_s,
         check=False,
     )
+
+
+def flink_cli_run(
+    lab: dict[str, str],
+    jar: Path,
+    remote_jar: str,
+    options: Sequence[str] = (),
+    program_arguments: Sequence[str] = (),
+) -> str:
+    """Copy a job jar to the JobManager host (node1) and submit it there with the Flink CLI,
+    detached, as the kit does: `flink run --detached OPTIONS REMOTE_JAR PROGRAM_ARGUMENTS`.
+    Returns the job id the CLI printed."""
+    copied = subprocess.run(
+        ["scp", "-q", *LAB_SSH_OPTIONS, str(jar), f"root@{lab['node1']}:{remote_jar}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert copied.returncode == 0, copied.stderr
+    submitted = on_lab_host(
+        lab["node1"],
+        *("env", "FLINK_CONF_DIR=/etc/streamlab/flink", "/opt/streamlab/flink/bin/flink"),
+        *("run", "--detached", *options, remote_jar, *program_arguments),
+        timeout_s=120,
+    )
+    found = re.search(r"JobID ([0-9a-f]{32})", submitted.stdout)
+    assert found, submitted.stdout + submitted.stderr
+    return found.group(1)
 
 
 def storm_probe(lab: dict[str, str], *args: str) -> dict:

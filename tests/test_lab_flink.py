@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 import urllib.error
@@ -12,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import LAB_SSH_OPTIONS, REPO, daemon_down, on_lab_host, role_default, wait_until
+from conftest import REPO, daemon_down, flink_cli_run, on_lab_host, role_default, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -87,23 +86,8 @@ def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
         rest(converged, "/jars")  # the jar handlers are not there at all
     assert no_jars.value.code == 404, no_jars.value
     remote_jar = f"/tmp/flink-smoke-{boundary}.jar"
-    copied = subprocess.run(
-        ["scp", "-q", *LAB_SSH_OPTIONS, str(jar), f"root@{converged['node1']}:{remote_jar}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert copied.returncode == 0, copied.stderr
-    submitted = on_lab_host(
-        converged["node1"],
-        *("env", "FLINK_CONF_DIR=/etc/streamlab/flink", "/opt/streamlab/flink/bin/flink"),
-        *("run", "--detached", "--parallelism", "4", remote_jar, "200000"),
-        timeout_s=120,
-    )
+    job_id = flink_cli_run(converged, jar, remote_jar, ["--parallelism", "4"], ["200000"])
     on_lab_host(converged["node1"], "rm", "-f", remote_jar)
-    found = re.search(r"JobID ([0-9a-f]{32})", submitted.stdout)
-    assert found, submitted.stdout + submitted.stderr
-    job_id = found.group(1)
     deadline = time.monotonic() + 180
     while (job := rest(converged, f"/jobs/{job_id}"))["state"] not in ("FINISHED", "FAILED"):
         assert time.monotonic() < deadline, f"job still {job['state']} after 180 s"

@@ -6,8 +6,6 @@ Runs last (file order): it stops the whole lab, and ends with redeploy bringing 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import urllib.request
 import uuid
 from pathlib import Path
@@ -17,7 +15,7 @@ import yaml
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from conftest import LAB_INVENTORY, LAB_SSH_OPTIONS, REPO, on_lab_host, run_playbook
+from conftest import LAB_INVENTORY, REPO, flink_cli_run, on_lab_host, run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -73,33 +71,19 @@ def submit_flink_job(lab: dict[str, str], prefix: str) -> str:
     assert jars, f"no Flink job jar in {FLINK_JOBS_CACHE}: the experiment tests build it first"
     remote_jar = f"{DATA_DIR}/jobs/{prefix}.jar"
     assert on_lab_host(lab["node1"], "mkdir", "-p", f"{DATA_DIR}/jobs").returncode == 0
-    copied = subprocess.run(
-        ["scp", "-q", *LAB_SSH_OPTIONS, str(jars[-1]), f"root@{lab['node1']}:{remote_jar}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert copied.returncode == 0, copied.stderr
     bootstrap = ",".join(f"{address}:9092" for address in lab.values())
-    submitted = on_lab_host(
-        lab["node1"],
-        "env",
-        "FLINK_CONF_DIR=/etc/streamlab/flink",
-        "/opt/streamlab/flink/bin/flink",
-        *("run", "--detached", "--class", "streamlab.FlinkAtLeastOnceJob", remote_jar),
-        *("--bootstrap", bootstrap, "--input-topic", f"{prefix}-in"),
-        *("--output-topic", f"{prefix}-out", "--group-id", f"{prefix}-flink"),
-        *(
-            "--checkpoint-interval-s",
-            "5",
-            "--tolerable-failed-checkpoints",
-            "3",
-            "--parallelism",
-            "1",
-        ),
-        timeout_s=120,
+    flink_cli_run(
+        lab,
+        jars[-1],
+        remote_jar,
+        ["--class", "streamlab.FlinkAtLeastOnceJob"],
+        [
+            *("--bootstrap", bootstrap, "--input-topic", f"{prefix}-in"),
+            *("--output-topic", f"{prefix}-out", "--group-id", f"{prefix}-flink"),
+            *("--checkpoint-interval-s", "5", "--tolerable-failed-checkpoints", "3"),
+            *("--parallelism", "1"),
+        ],
     )
-    assert re.search(r"JobID [0-9a-f]{32}", submitted.stdout), submitted.stdout + submitted.stderr
     return f"streamlab-flink-{prefix}-in"
 
 
