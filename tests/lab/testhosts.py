@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +66,17 @@ PRIVATE_MOUNTS: tuple[tuple[str, str], ...] = (
     ("conf", "/etc/streamlab"),
     ("tmp", "/tmp"),
 )
+
+# Hosts that run firewalld, as a Rocky 9 host does out of the box (the default zone admits only
+# SSH): the kit must admit its own ports there. Each has its own D-Bus system bus and firewalld
+# configuration, and firewalld's nftables rules act in its own network namespace only.
+FIREWALLD_HOSTS = frozenset({3})
+FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
+    ("firewalld", "/etc/firewalld"),
+    ("dbus", "/run/dbus"),
+)
+FIREWALLD_CONFIG = Path("/etc/firewalld")
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 READY_TIMEOUT = 20.0
 TERM_TIMEOUT = 5.0
@@ -136,6 +147,16 @@ class Host:
     def log(self) -> Path:
         """sshd log file."""
         return self.root / "sshd.log"
+
+    @property
+    def runs_firewalld(self) -> bool:
+        """True if this host runs firewalld (FIREWALLD_HOSTS)."""
+        return self.index in FIREWALLD_HOSTS
+
+    @property
+    def mounts(self) -> tuple[tuple[str, str], ...]:
+        """(private dir under root, mount point inside the host) for this host."""
+        return PRIVATE_MOUNTS + (FIREWALLD_MOUNTS if self.runs_firewalld else ())
 
 
 # --------------------------------------------------------------------------- helpers
@@ -224,26 +245,46 @@ def installed_packages(pkgs: Sequence[str]) -> set[str]:
     return done
 
 
-def ensure_prerequisites() -> None:
-    """Install openssh-server and the common role's packages; prepare sshd host keys."""
-    wanted = ["openssh-server", *common_packages()]
+def ensure_prerequisites(hosts: Sequence[Host]) -> None:
+    """Install openssh-server, the common role's packages and (for FIREWALLD_HOSTS) firewalld,
+    without letting the package start anything on this machine; prepare sshd host keys."""
+    firewalld = ["firewalld"] if any(h.runs_firewalld for h in hosts) else []
+    wanted = ["openssh-server", *common_packages(), *firewalld]
     have = installed_packages(wanted)
     missing = [p for p in dict.fromkeys(wanted) if p.split("=", 1)[0].split(":", 1)[0] not in have]
     if missing:
         log(f"installing packages: {' '.join(missing)}")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (
-            ["apt-get", "update"],
-            ["apt-get", "install", "-y", "--no-install-recommends", *missing],
-        ):
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise LabError(f"{shlex.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr}")
+        with services_not_started():
+            for cmd in (
+                ["apt-get", "update"],
+                ["apt-get", "install", "-y", "--no-install-recommends", *missing],
+            ):
+                proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    raise LabError(f"{shlex.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr}")
     require_tools("sshd")
     if not all(Path(f"/etc/ssh/ssh_host_{t}_key").exists() for t in ("rsa", "ecdsa", "ed25519")):
         log("generating sshd host keys (ssh-keygen -A)")
         run(["ssh-keygen", "-A"])
     PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
+
+
+@contextlib.contextmanager
+def services_not_started() -> Iterator[None]:
+    """While installing: a policy-rc.d that forbids starting services (firewalld started on this
+    machine would filter the lab bridge), unless the machine already has one."""
+    if POLICY_RC_D.exists():
+        yield
+        return
+    POLICY_RC_D.write_text(
+        "#!/bin/sh\n# streamlab testhosts: no service starts while installing\nexit 101\n"
+    )
+    POLICY_RC_D.chmod(0o755)
+    try:
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- ssh material
@@ -416,7 +457,18 @@ def host_healthy(host: Host, all_links: dict[str, dict[str, object]]) -> bool:
     veth = all_links.get(host.veth)
     if veth is None or veth.get("master") != BRIDGE:
         return False
-    return host.name in netns_names() and ssh_ok(host)
+    if host.name not in netns_names() or not ssh_ok(host):
+        return False
+    return not host.runs_firewalld or firewalld_running(host)
+
+
+def firewalld_running(host: Host) -> bool:
+    """True if firewall-cmd on the host says firewalld runs."""
+    try:
+        proc = run(ssh_cmd(host, "firewall-cmd", "--state"), check=False, timeout=15)
+    except LabError:
+        return False
+    return proc.returncode == 0 and proc.stdout.strip() == "running"
 
 
 # --------------------------------------------------------------------------- host start
@@ -425,7 +477,7 @@ def host_healthy(host: Host, all_links: dict[str, dict[str, object]]) -> bool:
 def ensure_mountpoints() -> None:
     """Create missing mount points on the real fs and remember which ones we created."""
     created = read_created_mountpoints()
-    for _, target in PRIVATE_MOUNTS:
+    for _, target in PRIVATE_MOUNTS + FIREWALLD_MOUNTS:
         path = Path(target)
         if not path.exists():
             path.mkdir(mode=0o755, parents=True)
@@ -444,9 +496,12 @@ def read_created_mountpoints() -> set[str]:
 def start_host(host: Host) -> subprocess.Popen[bytes]:
     """Create netns, veth and private dirs, then launch the host's sshd detached."""
     host.root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    for sub, _ in PRIVATE_MOUNTS:
+    for sub, _ in host.mounts:
         (host.root / sub).mkdir(mode=0o755, exist_ok=True)
     (host.root / "tmp").chmod(0o1777)
+    if host.runs_firewalld and not any((host.root / "firewalld").iterdir()):
+        # The package's configuration as a fresh install has it; the kit's changes stay here.
+        shutil.copytree(FIREWALLD_CONFIG, host.root / "firewalld", dirs_exist_ok=True)
 
     run(["ip", "netns", "add", host.name])
     peer = ["peer", "name", "eth0", "address", host.mac, "netns", host.name]
@@ -472,9 +527,19 @@ def start_host(host: Host) -> subprocess.Popen[bytes]:
     lines = ["set -e", f"hostname {shlex.quote(host.name)}"]
     lines += [
         f"mount --bind {shlex.quote(str(host.root / sub))} {shlex.quote(target)}"
-        for sub, target in PRIVATE_MOUNTS
+        for sub, target in host.mounts
     ]
     lines.append(f"mount --bind {shlex.quote(str(hosts_file))} /etc/hosts")
+    if host.runs_firewalld:
+        # Its own system bus, then firewalld on it; SSH starts once the default zone is in force.
+        log_file = shlex.quote(str(host.root / "firewalld.log"))
+        lines += [
+            "dbus-daemon --system --fork",
+            f"firewalld --nopid --log-target file --log-file {log_file}",
+            'i=0; until [ "$(firewall-cmd --state 2>/dev/null)" = running ]; do',
+            f"  i=$((i + 1)); [ $i -lt {int(READY_TIMEOUT * 5)} ] || exit 1; sleep 0.2",
+            "done",
+        ]
     lines.append("exec " + shlex.join(sshd))
     cmd = [
         "ip", "netns", "exec", host.name,
@@ -604,9 +669,9 @@ def cmd_up(count: int, fresh: bool) -> int:
     require_tools("ip", "unshare", "mount", "hostname", "ssh", "ssh-keygen")
     if fresh:
         cmd_down()
-    ensure_prerequisites()
-    ensure_lab_key()
     hosts = [Host(i) for i in range(1, count + 1)]
+    ensure_prerequisites(hosts)
+    ensure_lab_key()
     write_known_hosts(hosts)
     ensure_bridge()
     ensure_mountpoints()
