@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+# Programs an archive tool could be: none may be on the PATH where the kit unpacks without tar.
+ARCHIVERS = frozenset(
+    {"tar", "gtar", "bsdtar", "gzip", "gunzip", "zcat", "pigz", "xz", "bzip2", "unzip"}
+)
 # ansible-runner looks ansible-playbook up on PATH: use the one beside this interpreter.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 

@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_module, run_playbook
+from conftest import ARCHIVERS, run_module, run_playbook
 
 USER = getpass.getuser()
 GROUP = grp.getgrgid(os.getgid()).gr_name
 MTIME = 1_700_000_000
-# Programs an archive tool could be: none of them may be on the module's PATH.
-ARCHIVERS = {"tar", "gtar", "bsdtar", "gzip", "gunzip", "zcat", "pigz", "xz", "bzip2", "unzip"}
 
 
 @pytest.fixture(scope="module")
