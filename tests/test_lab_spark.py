@@ -8,6 +8,8 @@ import urllib.request
 import pytest
 from pyspark.sql import SparkSession
 
+from conftest import role_default
+
 pytestmark = pytest.mark.lab
 
 
@@ -33,6 +35,11 @@ def test_pyspark_job_runs_on_executors_of_both_workers(converged):
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", "2")
         .config("spark.executor.memory", "512m")
+        # What spark-defaults.conf gives applications on the cluster's hosts: node3 runs
+        # firewalld, which admits only the block managers' pinned ports, and the job's shuffle
+        # fetches blocks from an executor there.
+        .config("spark.blockManager.port", str(role_default("spark", "spark_block_manager_port")))
+        .config("spark.port.maxRetries", str(role_default("spark", "spark_port_max_retries")))
         .getOrCreate()
     )
     try:
