@@ -1,6 +1,7 @@
 """Measure a host's clock offset from the driver host with round trips (Cristian's algorithm).
 
-On the driver:   python3 clockprobe.py serve --bind ADDR --port-file F [--duration-s 60]
+On the driver:   python3 clockprobe.py serve --bind ADDR [--port P] --port-file F [--stop-file S]
+                 [--duration-s 60]
 On each host:    python3 clockprobe.py measure --server ADDR:PORT [--samples 25]
 
 `measure` prints {"offset_ms": host clock - driver clock, "rtt_ms": round trip of the best
@@ -24,8 +25,18 @@ REPLY = struct.Struct("!q")
 RECV_TIMEOUT = (TimeoutError, socket.timeout)
 
 
-def serve(bind: str, port: int, port_file: Path | None, duration_s: float) -> None:
-    """Answer every datagram with the driver's wall clock in ns, for duration_s seconds.
+STOP_POLL_S = 0.5
+
+
+def serve(
+    bind: str,
+    port: int,
+    port_file: Path | None,
+    duration_s: float,
+    stop_file: Path | None = None,
+) -> None:
+    """Answer every datagram with the driver's wall clock in ns, for duration_s seconds or until
+    stop_file exists (looked for whenever no datagram came for STOP_POLL_S), freeing the port.
 
     Port 0 takes a free port; port_file then tells the hosts which one (written atomically).
     """
@@ -37,11 +48,13 @@ def serve(bind: str, port: int, port_file: Path | None, duration_s: float) -> No
             partial.replace(port_file)
         deadline = time.monotonic() + duration_s
         while (left := deadline - time.monotonic()) > 0:
-            sock.settimeout(left)
+            sock.settimeout(min(left, STOP_POLL_S))
             try:
                 _, peer = sock.recvfrom(64)
             except RECV_TIMEOUT:
-                break
+                if stop_file is not None and stop_file.exists():
+                    break
+                continue
             sock.sendto(REPLY.pack(time.time_ns()), peer)
 
 
@@ -83,13 +96,14 @@ def main() -> None:
     serve_args.add_argument("--port", type=int, default=0, help="0: any free port")
     serve_args.add_argument("--port-file", type=Path, help="where to write the port taken")
     serve_args.add_argument("--duration-s", type=float, default=60.0)
+    serve_args.add_argument("--stop-file", type=Path, help="stop once this file exists")
     measure_args = sub.add_parser("measure")
     measure_args.add_argument("--server", required=True, help="driver ADDR:PORT")
     measure_args.add_argument("--samples", type=int, default=25)
     measure_args.add_argument("--timeout-s", type=float, default=20.0)
     args = parser.parse_args()
     if args.command == "serve":
-        serve(args.bind, args.port, args.port_file, args.duration_s)
+        serve(args.bind, args.port, args.port_file, args.duration_s, args.stop_file)
     else:
         print(json.dumps(measure(args.server, args.samples, args.timeout_s)))
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -205,6 +206,20 @@ def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subproces
         timeout=timeout_s,
         check=False,
     )
+
+
+def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: float = 5) -> bool:
+    """From this machine (the control node), optionally from one of its addresses: does a TCP
+    connection to address:port open?"""
+    with socket.socket() as sock:
+        sock.settimeout(timeout_s)
+        if source is not None:
+            sock.bind((source, 0))
+        try:
+            sock.connect((address, port))
+        except OSError:
+            return False
+        return True
 
 
 def flink_cli_run(

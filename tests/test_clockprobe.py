@@ -87,3 +87,22 @@ def test_on_python_3_9_socket_timeout_is_caught_too(python39_sockets):
     assert not issubclass(Python39Timeout, TimeoutError)
     result = python39_sockets.measure("127.0.0.1:1", samples=2, timeout_s=5)
     assert result["samples"] == 2
+
+
+def test_the_server_stops_when_the_stop_file_appears_and_frees_its_port(tmp_path):
+    stop = tmp_path / "probe.stop"
+    port_file = tmp_path / "probe.port"
+    server = threading.Thread(
+        target=clockprobe.serve, args=("127.0.0.1", 0, port_file, 60.0, stop), daemon=True
+    )
+    server.start()
+    deadline = time.monotonic() + 5
+    while not port_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    port = int(port_file.read_text())
+    assert clockprobe.measure(f"127.0.0.1:{port}", samples=3, timeout_s=5)["samples"] == 3
+    stop.touch()
+    server.join(timeout=3)
+    assert not server.is_alive()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as again:  # the port is free again
+        again.bind(("127.0.0.1", port))

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from conftest import (
     run_playbook,
     setup_and_call_passed,
     start_playbook,
+    tcp_connects,
     wait_until,
 )
 
@@ -49,14 +49,6 @@ def program_pid(lab: dict[str, str], host: str, program: str) -> int:
 
 def process_state(lab: dict[str, str], host: str, pid: int) -> str:
     return on_lab_host(lab[host], "ps", "-o", "stat=", "-p", str(pid)).stdout.strip()
-
-
-def reachable(address: str, port: int = 22) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def ping_ms(lab: dict[str, str], source: str, destination: str) -> float:
@@ -197,7 +189,7 @@ def test_a_partitioned_host_answers_nobody_until_the_partition_ends(recovered, t
         lab,
         tmp_path,
         {"fault": "network_partition", "target": "node3"},
-        lambda: not reachable(lab["node3"]),
+        lambda: not tcp_connects(lab["node3"], 22, timeout_s=1),
         "node3 unreachable",
     )
     assert on_lab_host(lab["node1"], "ping", "-c", "1", "-W", "2", lab["node3"]).returncode == 0
@@ -237,13 +229,25 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
         *("-e", f"duration_s={duration_s}", "-e", f"schedule_id={schedule_id}"),
     )
     try:
-        wait_until(lambda: not reachable(lab["node3"]), bool, "node3 partitioned", timeout_s=60)
+        wait_until(
+            lambda: not tcp_connects(lab["node3"], 22, timeout_s=1),
+            bool,
+            "node3 partitioned",
+            timeout_s=60,
+        )
         cut_at = time.monotonic()
         os.killpg(playbook.pid, signal.SIGKILL)
         playbook.wait(timeout=10)
         time.sleep(3)
-        assert not reachable(lab["node3"]), "the partition ended when the control node died"
-        wait_until(lambda: reachable(lab["node3"]), bool, "node3 back", timeout_s=duration_s + 30)
+        assert not tcp_connects(lab["node3"], 22, timeout_s=1), (
+            "the partition ended when the control node died"
+        )
+        wait_until(
+            lambda: tcp_connects(lab["node3"], 22, timeout_s=1),
+            bool,
+            "node3 back",
+            timeout_s=duration_s + 30,
+        )
         back_after = time.monotonic() - cut_at
     finally:
         if playbook.poll() is None:

@@ -33,7 +33,8 @@ def test_the_artifact_role_installs_a_component_where_no_tar_is_on_the_path(lab,
         "for f in /usr/bin/* /usr/sbin/*; do n=${f##*/}; "
         f"case ' {' '.join(sorted(ARCHIVERS))} ' in *\" $n \"*) ;; "
         f"*) [ -e {BIN_WITHOUT_TAR}/$n ] || ln -s $f {BIN_WITHOUT_TAR}/$n ;; esac; done; "
-        f"PATH={BIN_WITHOUT_TAR} command -v tar gzip && exit 1; exit 0"
+        f"for tool in {' '.join(sorted(ARCHIVERS))}; do "
+        f"PATH={BIN_WITHOUT_TAR} command -v $tool && exit 1; done; exit 0"
     )
     prepared = on_lab_host(address, prepare)
     assert prepared.returncode == 0, prepared.stdout + prepared.stderr

@@ -68,15 +68,18 @@ PRIVATE_MOUNTS: tuple[tuple[str, str], ...] = (
 )
 
 # Hosts that run firewalld, as a Rocky 9 host does out of the box (the default zone admits only
-# SSH): the kit must admit its own ports there. Each has its own D-Bus system bus and firewalld
-# configuration, and firewalld's nftables rules act in its own network namespace only.
-FIREWALLD_HOSTS = frozenset({3})
+# SSH): the kit must admit its own ports there. node1 is the lab's master and driver host, node3
+# a worker, so both sides of every connection meet the kit's rules. Each has its own D-Bus system
+# bus and firewalld configuration, and firewalld's nftables rules act in its own network
+# namespace only.
+FIREWALLD_HOSTS = frozenset({1, 3})
 FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
     ("firewalld", "/etc/firewalld"),
     ("dbus", "/run/dbus"),
 )
 FIREWALLD_CONFIG = Path("/etc/firewalld")
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+FIREWALLD_UNIT_LINK = Path("/etc/systemd/system/multi-user.target.wants/firewalld.service")
 
 READY_TIMEOUT = 20.0
 TERM_TIMEOUT = 5.0
@@ -263,6 +266,8 @@ def ensure_prerequisites(hosts: Sequence[Host]) -> None:
                 proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
                     raise LabError(f"{shlex.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr}")
+    if firewalld:
+        keep_firewalld_off_this_machine()
     require_tools("sshd")
     if not all(Path(f"/etc/ssh/ssh_host_{t}_key").exists() for t in ("rsa", "ecdsa", "ed25519")):
         log("generating sshd host keys (ssh-keygen -A)")
@@ -285,6 +290,16 @@ def services_not_started() -> Iterator[None]:
         yield
     finally:
         POLICY_RC_D.unlink(missing_ok=True)
+
+
+def keep_firewalld_off_this_machine() -> None:
+    """The package enables firewalld.service; on a machine booted with systemd it would start at
+    the next boot and filter the machine's own interfaces. Disable it (works without systemd)."""
+    if FIREWALLD_UNIT_LINK.is_symlink():
+        log("disabling firewalld.service on this machine (only the test hosts run firewalld)")
+        # deb-systemd-helper runs only for a package's maintainer scripts: say which.
+        run(["env", "DPKG_MAINTSCRIPT_PACKAGE=firewalld", "deb-systemd-helper", "disable",
+             "firewalld.service"])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- ssh material
@@ -534,6 +549,8 @@ def start_host(host: Host) -> subprocess.Popen[bytes]:
         # Its own system bus, then firewalld on it; SSH starts once the default zone is in force.
         log_file = shlex.quote(str(host.root / "firewalld.log"))
         lines += [
+            # A bus killed with its host leaves its pid file, and dbus-daemon refuses to start.
+            "rm -f /run/dbus/pid",
             "dbus-daemon --system --fork",
             f"firewalld --nopid --log-target file --log-file {log_file}",
             'i=0; until [ "$(firewall-cmd --state 2>/dev/null)" = running ]; do',
