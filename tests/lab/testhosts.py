@@ -656,6 +656,26 @@ def inventory_hosts() -> list[Host]:
 # --------------------------------------------------------------------------- commands
 
 
+def mounts_below(directory: Path) -> list[str]:
+    """Mount points of this mount namespace at or under directory, deepest first."""
+    prefix = str(directory).rstrip("/")
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # field 5 is the mount point, with spaces and such escaped as octal
+        point = line.split()[4].encode().decode("unicode_escape")
+        if point == prefix or point.startswith(prefix + "/"):
+            points.append(point)
+    return sorted(points, key=lambda point: point.count("/"), reverse=True)
+
+
+def unmount_below(directory: Path) -> None:
+    """Detach whatever is still mounted under directory (e.g. a lab left by another
+    version of this script), so removing it cannot fail with 'resource busy'."""
+    for point in mounts_below(directory):
+        log(f"unmounting {point}")
+        run(["umount", "--lazy", point])
+
+
 def cmd_down() -> int:
     """Remove every test host, the bridge, /srv/lab and the generated inventory."""
     require_root()
@@ -669,6 +689,7 @@ def cmd_down() -> int:
         log(f"removing bridge {BRIDGE}")
         delete_link(BRIDGE)
     if LAB_DIR.exists():
+        unmount_below(LAB_DIR)
         shutil.rmtree(LAB_DIR)
     for target in sorted(created, reverse=True):
         with contextlib.suppress(OSError):
