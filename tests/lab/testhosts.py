@@ -26,11 +26,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from labutil import LabError, log, run, services_not_started, write_if_changed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = REPO_ROOT / "inventory" / "lab" / "hosts.yml"
@@ -78,7 +79,6 @@ FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
     ("dbus", "/run/dbus"),
 )
 FIREWALLD_CONFIG = Path("/etc/firewalld")
-POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 FIREWALLD_UNIT_LINK = Path("/etc/systemd/system/multi-user.target.wants/firewalld.service")
 
 READY_TIMEOUT = 20.0
@@ -99,10 +99,6 @@ TOOLS_PACKAGES = {
     "ssh-keygen": "openssh-client",
     "sshd": "openssh-server",
 }
-
-
-class LabError(Exception):
-    """A failure with a message meant for the user."""
 
 
 @dataclass(frozen=True)
@@ -163,39 +159,6 @@ class Host:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def log(msg: str) -> None:
-    """Print a progress line."""
-    print(msg, flush=True)
-
-
-def run(
-    cmd: Sequence[str], *, check: bool = True, timeout: float | None = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run a command and capture its output; raise LabError on failure if check."""
-    try:
-        proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise LabError(f"command timed out after {timeout}s: {shlex.join(cmd)}") from exc
-    if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip()
-        raise LabError(f"command failed ({proc.returncode}): {shlex.join(cmd)}\n{detail}")
-    return proc
-
-
-def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
-    """Write text to path unless it already has that content; return True if written."""
-    if path.exists() and path.read_text() == text:
-        path.chmod(mode)
-        return False
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
-    return True
 
 
 def require_root() -> None:
@@ -273,23 +236,6 @@ def ensure_prerequisites(hosts: Sequence[Host]) -> None:
         log("generating sshd host keys (ssh-keygen -A)")
         run(["ssh-keygen", "-A"])
     PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
-
-
-@contextlib.contextmanager
-def services_not_started() -> Iterator[None]:
-    """While installing: a policy-rc.d that forbids starting services (firewalld started on this
-    machine would filter the lab bridge), unless the machine already has one."""
-    if POLICY_RC_D.exists():
-        yield
-        return
-    POLICY_RC_D.write_text(
-        "#!/bin/sh\n# streamlab testhosts: no service starts while installing\nexit 101\n"
-    )
-    POLICY_RC_D.chmod(0o755)
-    try:
-        yield
-    finally:
-        POLICY_RC_D.unlink(missing_ok=True)
 
 
 def keep_firewalld_off_this_machine() -> None:

@@ -1,0 +1,65 @@
+"""Small helpers shared by the test-lab scripts (testhosts.py and systemd_host.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+class LabError(Exception):
+    """A failure with a message meant for the user."""
+
+
+def log(msg: str) -> None:
+    """Print a progress line."""
+    print(msg, flush=True)
+
+
+def run(
+    cmd: Sequence[str], *, check: bool = True, timeout: float | None = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run a command and capture its output; raise LabError on failure if check."""
+    try:
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise LabError(f"command timed out after {timeout}s: {shlex.join(cmd)}") from exc
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip()
+        raise LabError(f"command failed ({proc.returncode}): {shlex.join(cmd)}\n{detail}")
+    return proc
+
+
+def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
+    """Write text to path unless it already has that content; return True if written."""
+    if path.exists() and path.read_text() == text:
+        path.chmod(mode)
+        return False
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)
+    return True
+
+
+@contextlib.contextmanager
+def services_not_started() -> Iterator[None]:
+    """While installing on this machine: a policy-rc.d that forbids starting services (firewalld
+    started on this machine would filter the lab bridge), unless the machine already has one."""
+    if POLICY_RC_D.exists():
+        yield
+        return
+    POLICY_RC_D.write_text(
+        "#!/bin/sh\n# streamlab testhosts: no service starts while installing\nexit 101\n"
+    )
+    POLICY_RC_D.chmod(0o755)
+    try:
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
