@@ -61,11 +61,42 @@ FAMILIES = {
         # packages.debian.org, bookworm: openjdk-17-jre-headless installs the JDK under
         # /usr/lib/jvm/java-17-openjdk-<Debian architecture>; python3-venv carries the venv
         # module's ensurepip (python3 alone cannot make a virtualenv); ps and pgrep are in
-        # procps, ip and tc in iproute2.
-        "packages": ["openjdk-17-jdk-headless", "python3", "python3-venv", "procps", "iproute2"],
+        # procps, ip and tc in iproute2, nft (the fault agent's partition) in nftables.
+        "packages": [
+            "openjdk-17-jdk-headless",
+            "python3",
+            "python3-venv",
+            "procps",
+            "iproute2",
+            "nftables",
+        ],
         "java_home": "/usr/lib/jvm/java-17-openjdk-amd64",
         "root_group": "root",
         "user_shell": "/usr/sbin/nologin",  # base-passwd: /usr/sbin/nologin
+        "init": "systemd",
+    },
+    "Debian13": {
+        "facts": {
+            "os_family": "Debian",
+            "distribution": "Debian",
+            "distribution_major_version": "13",
+            "architecture": "x86_64",
+            "service_mgr": "systemd",
+        },
+        # packages.debian.org, trixie: no openjdk-17 any more; openjdk-21-jdk-headless installs
+        # under /usr/lib/jvm/java-21-openjdk-<Debian architecture>; python3 is 3.13. The rest
+        # as in bookworm.
+        "packages": [
+            "openjdk-21-jdk-headless",
+            "python3",
+            "python3-venv",
+            "procps",
+            "iproute2",
+            "nftables",
+        ],
+        "java_home": "/usr/lib/jvm/java-21-openjdk-amd64",
+        "root_group": "root",
+        "user_shell": "/usr/sbin/nologin",
         "init": "systemd",
     },
     "RedHat": {
@@ -80,8 +111,16 @@ FAMILIES = {
         # alternative /usr/lib/jvm/java-17 (the -headless package only jre-17); python3 is
         # Python 3.9 and brings venv and ensurepip (python3-pip-wheel); ps and pgrep are in
         # procps-ng, ip in iproute and tc in iproute-tc (split out in EL9). The minimal install
-        # has no tar and no gzip, and the kit needs neither (it unpacks with Python's tarfile).
-        "packages": ["java-17-openjdk-devel", "python3", "procps-ng", "iproute", "iproute-tc"],
+        # has no tar and no gzip, and the kit needs neither (it unpacks with Python's tarfile);
+        # nft (the fault agent's partition) is in nftables, installed with firewalld by default.
+        "packages": [
+            "java-17-openjdk-devel",
+            "python3",
+            "procps-ng",
+            "iproute",
+            "iproute-tc",
+            "nftables",
+        ],
         "java_home": "/usr/lib/jvm/java-17",
         "root_group": "root",
         "user_shell": "/sbin/nologin",  # util-linux on EL: /sbin/nologin
