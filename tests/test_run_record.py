@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import io
 import json
@@ -49,6 +50,10 @@ def facts(**changes):
             "os_family": dict.fromkeys(HOSTS, "Debian"),
             "architecture": dict.fromkeys(HOSTS, "x86_64"),
             "groups": {"node1": ["driver"], "node2": ["flink_taskmanager"]},
+        },
+        "java_release": {
+            "node1": base64.b64encode(b'IMPLEMENTOR="Debian"\nJAVA_VERSION="17.0.17"\n').decode(),
+            "node2": "",
         },
         "clocks": {
             "start": {"node1": '{"offset_ms": 0.01, "rtt_ms": 0.2}', "node2": "noise\n"},
@@ -143,6 +148,7 @@ def test_a_complete_run_records_settings_as_the_engine_reported_them(run_dir):
         hosts["node1"]["clock_offset_ms"] == 0.01 and hosts["node1"]["clock_offset_end_ms"] == 0.02
     )
     assert hosts["node1"]["clock_offset_error_ms"] == 0.1
+    assert hosts["node1"]["java"] == "17.0.17" and hosts["node2"]["java"] is None
     assert hosts["node2"]["clock_offset_ms"] is None and hosts["node2"]["os"] == "Debian 12.11"
     faults = [json.loads(line) for line in (run_dir / "faults.jsonl").read_text().splitlines()]
     assert faults == facts()["faults"]

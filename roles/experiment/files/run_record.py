@@ -15,6 +15,8 @@ step failed) leaves a consistent directory. docs/results.md describes every fiel
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import json
 import os
 import sys
@@ -71,9 +73,23 @@ def clock_reading(raw: str | None) -> dict[str, Any]:
     return reading if isinstance(reading, dict) else {}
 
 
+def java_version(release_base64: str | None) -> str | None:
+    """JAVA_VERSION from a JDK's `release` file (base64, as slurp returns it); None if unknown."""
+    try:
+        text = base64.b64decode(release_base64 or "", validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "JAVA_VERSION":
+            return value.strip().strip('"') or None
+    return None
+
+
 def host_entries(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
     host_facts = facts["hosts"]
     clocks = facts.get("clocks") or {}
+    java_releases = facts.get("java_release") or {}
     entries = []
     for name in sorted(host_facts["address"]):
         start = clock_reading((clocks.get("start") or {}).get(name))
@@ -87,6 +103,7 @@ def host_entries(facts: Mapping[str, Any]) -> list[dict[str, Any]]:
                 ),
                 "os_family": host_facts["os_family"][name],
                 "arch": host_facts["architecture"][name],
+                "java": java_version(java_releases.get(name)),
                 "roles": host_facts["groups"][name],
                 "clock_offset_ms": start.get("offset_ms"),
                 "clock_offset_error_ms": half(start.get("rtt_ms")),
