@@ -153,18 +153,19 @@ def test_a_daemon_fault_happens_and_is_undone(recovered, tmp_path, fault, progra
 
 
 def test_node_down_kills_every_engine_daemon_of_the_host_at_once(recovered, tmp_path):
+    """On node3, the Debian 13 host booted with systemd: its daemons run under the kit's unit."""
     lab = recovered
     engine_daemons = ("flink-taskmanager", "storm-supervisor")
     _, (record,) = inject_while_watching(
         lab,
         tmp_path,
-        {"fault": "node_down"},
-        lambda: all(program_state(lab, "node2", p) == "EXITED" for p in engine_daemons),
-        "every engine daemon of node2 down",
+        {"fault": "node_down", "target": "node3"},
+        lambda: all(program_state(lab, "node3", p) == "EXITED" for p in engine_daemons),
+        "every engine daemon of node3 down",
     )
     assert sorted(record["applied"]["programs"]) == sorted(engine_daemons)
-    assert program_state(lab, "node2", "kafka") == "RUNNING"  # not an engine daemon
-    assert all(program_state(lab, "node2", p) == "RUNNING" for p in engine_daemons)
+    assert program_state(lab, "node3", "kafka") == "RUNNING"  # not an engine daemon
+    assert all(program_state(lab, "node3", p) == "RUNNING" for p in engine_daemons)
     healthy(tmp_path)
 
 

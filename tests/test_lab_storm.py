@@ -54,6 +54,23 @@ def test_a_tiny_topology_runs_on_both_supervisors_and_is_killed_cleanly(converge
         capture_output=True,
     )
     name, workers, count = f"smoke-{uuid.uuid4().hex[:8]}", 2, 5000
+    # Storm's even scheduler spreads a topology's workers over the supervisors that have free
+    # slots when it arrives: first both supervisors must have reported in with every slot free
+    # (a supervisor restarted by an earlier test, or a killed topology's workers, may not yet).
+    workers_hosts = {converged["node2"], converged["node3"]}
+    wait_until(
+        lambda: storm_probe(converged, "cluster"),
+        lambda summary: (
+            {
+                s["host"]
+                for s in summary["supervisors"]
+                if s["slots_total"] > 0 and s["slots_used"] == 0
+            }
+            == workers_hosts
+        ),
+        "both supervisors in Nimbus' view with every slot free",
+        retry_on=PROBE_ERRORS,
+    )
     # What `storm jar` does: the jar and Storm's worker class path; storm.yaml names Nimbus.
     classpath = f"{remote_jar}:/opt/streamlab/storm/lib-worker/*:/etc/streamlab/storm"
     submit = on_lab_host(
@@ -79,7 +96,7 @@ def test_a_tiny_topology_runs_on_both_supervisors_and_is_killed_cleanly(converge
     assert killed == {"killed": name, "wait_s": 0}
     for component in ("numbers", "sum"):
         hosts = {e["host"] for e in seen["executors"] if e["component"] == component}
-        assert hosts == {converged["node2"], converged["node3"]}, (component, seen["executors"])
+        assert hosts == workers_hosts, (component, seen["executors"])
     cluster = wait_until(
         lambda: storm_probe(converged, "cluster"),
         lambda summary: (
