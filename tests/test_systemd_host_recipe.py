@@ -50,7 +50,22 @@ def test_the_mirror_comes_from_a_one_line_sources_list_too(apt_sources):
     assert systemd_host.debian_mirror() == "http://mirror.example.net/debian"
 
 
-def test_no_debian_mirror_is_an_error_that_names_the_file_to_fix(apt_sources):
+def test_a_third_party_repository_of_the_same_suite_is_not_the_mirror(apt_sources):
+    (apt_sources / "sources.list.d" / "adoptium.sources").write_text(
+        "Types: deb\nURIs: https://packages.adoptium.net/artifactory/deb\nSuites: bookworm\n"
+        "Components: main\n"
+    )
+    (apt_sources / "sources.list.d" / "debian.sources").write_text(DEB822)
+    assert systemd_host.debian_mirror() == "http://deb.example.org/debian"
+
+
+def test_the_mirror_can_be_given(apt_sources, monkeypatch):
+    monkeypatch.setenv(systemd_host.MIRROR_OVERRIDE, "http://local.example/debian/")
+    assert systemd_host.debian_mirror() == "http://local.example/debian"
+
+
+def test_no_debian_mirror_is_an_error_that_names_the_file_to_fix(apt_sources, monkeypatch):
+    monkeypatch.delenv(systemd_host.MIRROR_OVERRIDE, raising=False)
     (apt_sources / "sources.list").write_text("deb http://example.org/ubuntu noble main\n")
     with pytest.raises(LabError, match=r"no Debian mirror found: add a 'deb' source .*\.sources"):
         systemd_host.debian_mirror()

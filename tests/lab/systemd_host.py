@@ -79,6 +79,8 @@ TERM_GRACE = 10.0
 APT_SOURCES = Path("/etc/apt/sources.list")
 APT_SOURCES_DIR = Path("/etc/apt/sources.list.d")
 MIRROR_SUITES = ("bookworm", "trixie")
+# Set to a Debian mirror's URI to use it instead of the one found in apt's sources.
+MIRROR_OVERRIDE = "STREAMLAB_LAB_DEBIAN_MIRROR"
 CLEAN_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
@@ -168,6 +170,8 @@ class Recipe:
 def debian_mirror() -> str:
     """The Debian mirror this machine's apt uses (first http(s) URI of a stanza or line whose
     suites include bookworm or trixie, not a -security suite)."""
+    if override := os.environ.get(MIRROR_OVERRIDE, "").strip():
+        return override.rstrip("/")
     files = sorted(APT_SOURCES_DIR.glob("*.sources")) if APT_SOURCES_DIR.is_dir() else []
     for path in files:
         if mirror := _mirror_from_deb822(path.read_text(errors="replace")):
@@ -180,7 +184,8 @@ def debian_mirror() -> str:
             return mirror
     raise LabError(
         f"no Debian mirror found: add a 'deb' source for {' or '.join(MIRROR_SUITES)} to "
-        f"{APT_SOURCES_DIR}/debian.sources (deb822: URIs: and Suites: lines) or {APT_SOURCES}"
+        f"{APT_SOURCES_DIR}/debian.sources (deb822: URIs: and Suites: lines) or {APT_SOURCES}, "
+        f"or set {MIRROR_OVERRIDE} to a Debian mirror's URI"
     )
 
 
@@ -190,9 +195,10 @@ def _mirror_suite(suites: Sequence[str]) -> bool:
 
 
 def _http_uri(uris: Sequence[str]) -> str | None:
-    """First http/https URI, without a trailing slash."""
+    """First http/https URI of a Debian archive (its path ends in /debian; a third-party
+    repository for the same suite does not), without a trailing slash."""
     for uri in uris:
-        if uri.startswith(("http://", "https://")):
+        if uri.startswith(("http://", "https://")) and uri.rstrip("/").endswith("/debian"):
             return uri.rstrip("/")
     return None
 

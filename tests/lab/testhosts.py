@@ -437,6 +437,8 @@ def remove_host(host: Host, *, wipe: bool) -> None:
             systemd_host.poweroff(host.instance, SYSTEMD_SHUTDOWN_TIMEOUT)
         if wipe or not host.booted_with_systemd:
             systemd_host.remove_instance(host.instance)
+    if wipe or not host.booted_with_systemd:
+        host.console_log.unlink(missing_ok=True)
     in_netns = host.name in netns_names()
     if in_netns:
         kill_netns_processes(host.name)
@@ -445,7 +447,8 @@ def remove_host(host: Host, *, wipe: bool) -> None:
     if in_netns:
         run(["ip", "netns", "del", host.name])
     host.pidfile.unlink(missing_ok=True)
-    if wipe and host.root.exists():
+    # A host booted with systemd keeps everything on its own disk, never in these directories.
+    if (wipe or host.booted_with_systemd) and host.root.exists():
         shutil.rmtree(host.root)
 
 
@@ -480,6 +483,8 @@ def host_healthy(host: Host, all_links: dict[str, dict[str, object]]) -> bool:
         current = systemd_host.prepared_from(host.instance) == host.recipe.key
         if not (current and systemd_host.running(host.instance) and ssh_ok(host)):
             return False
+        if not systemd_running(host):
+            return False
         return not host.runs_firewalld or firewalld_running(host)
     veth = all_links.get(host.veth)
     if veth is None or veth.get("master") != BRIDGE:
@@ -487,6 +492,15 @@ def host_healthy(host: Host, all_links: dict[str, dict[str, object]]) -> bool:
     if host.name not in netns_names() or not ssh_ok(host):
         return False
     return not host.runs_firewalld or firewalld_running(host)
+
+
+def systemd_running(host: Host) -> bool:
+    """True if systemd on the host says it is running (booted, no unit failed)."""
+    try:
+        proc = run(ssh_cmd(host, "systemctl", "is-system-running"), check=False, timeout=15)
+    except LabError:
+        return False
+    return proc.stdout.strip() == "running"
 
 
 def firewalld_running(host: Host) -> bool:
@@ -598,11 +612,13 @@ def prepare_systemd_host(host: Host) -> None:
     (built once per recipe), prepared once with its name, address and its own SSH host keys.
     A disk prepared from another recipe is replaced."""
     recipe = host.recipe
-    rootfs = systemd_host.ensure_rootfs(recipe)
     instance = host.instance
-    if systemd_host.prepared_from(instance) not in (None, recipe.key):
-        log(f"{host.name}: its root file system changed; replacing its disk")
+    # A disk prepared from another recipe, or whose preparation never finished, is replaced
+    # before the root file system is built (so an unused old one can be pruned).
+    if instance.root_dir.exists() and systemd_host.prepared_from(instance) != recipe.key:
+        log(f"{host.name}: its disk is not a finished one of today's recipe; replacing it")
         remove_host(host, wipe=True)
+    rootfs = systemd_host.ensure_rootfs(recipe)
     systemd_host.create_instance(instance, rootfs)
     if systemd_host.prepared_from(instance) is None:
         systemd_host.prepare_instance(
