@@ -1099,14 +1099,16 @@ def reboot(
     log_file: Path,
     shutdown_timeout: float,
     boot_timeout: float,
-) -> None:
+) -> bool:
     """Reboot the host (`systemctl reboot` inside) and wait until it runs again. nspawn exits
-    with status 133 on a reboot; the host is started again like on boot()."""
+    with status 133 on a reboot; the host is started again like on boot(). Returns False if
+    the host did not shut down within shutdown_timeout and was killed instead."""
     nspawn = _nspawn_pid(instance)
     if nspawn is None:
         raise LabError(f"{instance.name} is not running: boot it instead of rebooting it")
     _request_shutdown(instance, "reboot")
-    if not _wait_exit(nspawn, shutdown_timeout):
+    clean = _wait_exit(nspawn, shutdown_timeout)
+    if not clean:
         log(f"{instance.name} did not shut down within {shutdown_timeout:.0f}s; killing it")
         kill_instance(instance)
     elif _EXIT_STATUS.get(nspawn, NSPAWN_REBOOT_STATUS) != NSPAWN_REBOOT_STATUS:
@@ -1114,6 +1116,7 @@ def reboot(
     _after_exit(instance)
     boot(instance, bridge=bridge, log_file=log_file)
     wait_booted(instance, boot_timeout, log_file=log_file)
+    return clean
 
 
 def remove_instance(instance: Instance) -> None:
