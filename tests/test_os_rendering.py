@@ -61,7 +61,8 @@ FAMILIES = {
         # packages.debian.org, bookworm: openjdk-17-jre-headless installs the JDK under
         # /usr/lib/jvm/java-17-openjdk-<Debian architecture>; python3-venv carries the venv
         # module's ensurepip (python3 alone cannot make a virtualenv); ps and pgrep are in
-        # procps, ip and tc in iproute2, nft (the fault agent's partition) in nftables.
+        # procps, ip and tc in iproute2, nft (the fault agent's partition) in nftables, iptables
+        # (its delay where the kernel has no netem: an NFQUEUE rule) in iptables.
         "packages": [
             "openjdk-17-jdk-headless",
             "python3",
@@ -69,6 +70,7 @@ FAMILIES = {
             "procps",
             "iproute2",
             "nftables",
+            "iptables",
         ],
         "java_home": "/usr/lib/jvm/java-17-openjdk-amd64",
         "root_group": "root",
@@ -93,6 +95,7 @@ FAMILIES = {
             "procps",
             "iproute2",
             "nftables",
+            "iptables",
         ],
         "java_home": "/usr/lib/jvm/java-21-openjdk-amd64",
         "root_group": "root",

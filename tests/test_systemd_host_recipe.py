@@ -101,6 +101,7 @@ def test_node3_boots_debian_13_with_the_common_role_packages_and_its_own_package
         "procps",
         "iproute2",
         "nftables",
+        "iptables",
         "python3-apt",
         "firewalld",
     }
