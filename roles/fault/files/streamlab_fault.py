@@ -243,7 +243,10 @@ def has_tool(name: str) -> bool:
 def need_tool(name: str) -> str:
     path = find_tool(name)
     if path is None:
-        raise FaultError(f"'{name}' is not installed on this host (the common role installs it)")
+        raise FaultError(
+            f"'{name}' is not installed on this host: install its package (the common role "
+            "installs ip, tc and nft on Linux hosts, and iptables on Debian ones)"
+        )
     return path
 
 
