@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Time site.yml on fresh test hosts: cold-cache download, first run (warm cache), re-run.
 
-Also prints the resident memory of the lab's daemons at rest after the re-run.
+Also prints how long `testhosts.py up --fresh` took (node3's root file system cached; with
+--cold-rootfs the cached one is deleted first, so the first rebuild debootstraps it) and the
+resident memory of the lab's daemons at rest after the re-run.
 
 Run as root from the repository (`make bench`). It rebuilds the test hosts from scratch twice.
 """
@@ -10,16 +12,24 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import lab_playbooks
 from lab_playbooks import REPO
 
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+import systemd_host  # noqa: E402
+import testhosts  # noqa: E402
 
-def fresh_hosts(count: int) -> None:
+
+def fresh_hosts(count: int) -> float:
+    """Rebuild the test hosts from scratch; return the wall seconds it took."""
+    started = time.monotonic()
     subprocess.run(
         [
             sys.executable,
@@ -32,6 +42,7 @@ def fresh_hosts(count: int) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+    return time.monotonic() - started
 
 
 def site(
@@ -56,40 +67,73 @@ def site(
     return wall, download_s, changed
 
 
-def lab_daemon_rss_mib() -> dict[str, float]:
-    """Resident memory of the JVMs on each test host (the lab at rest), in MiB."""
-    rss: dict[str, float] = {}
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
-    for name in sorted(line.split()[0] for line in listing.stdout.splitlines() if line.strip()):
-        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
-        total_kib = 0
-        for pid in pids.stdout.split():
-            try:
-                if Path(f"/proc/{pid}/comm").read_text().strip() != "java":
-                    continue
-                status = Path(f"/proc/{pid}/status").read_text().splitlines()
-            except OSError:
+def java_rss_kib(pids: list[str]) -> int:
+    """Summed VmRSS of the java processes among pids (as /proc of this machine shows them)."""
+    total_kib = 0
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() != "java":
                 continue
-            total_kib += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-        rss[name] = total_kib / 1024
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total_kib += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return total_kib
+
+
+def lab_daemon_rss_mib(count: int) -> dict[str, float]:
+    """Resident memory of the JVMs on each test host (the lab at rest), in MiB: the processes
+    of a host's network namespace, or of a host booted with systemd, its container's."""
+    rss: dict[str, float] = {}
+    for index in range(1, count + 1):
+        host = testhosts.Host(index)
+        if host.booted_with_systemd:
+            leader = systemd_host.leader_pid(host.instance)
+            in_container = subprocess.run(
+                ["pgrep", "--ns", str(leader), "--nslist", "pid", "-x", "java"],
+                capture_output=True,
+                text=True,
+            )
+            pids = in_container.stdout.split()
+        else:
+            in_netns = subprocess.run(
+                ["ip", "netns", "pids", host.name], capture_output=True, text=True
+            )
+            pids = in_netns.stdout.split()
+        rss[host.name] = java_rss_kib(pids) / 1024
     return rss
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=3)
+    parser.add_argument(
+        "--cold-rootfs",
+        action="store_true",
+        help=f"delete the cached root file systems ({systemd_host.CACHE_DIR}) first",
+    )
     args = parser.parse_args()
 
-    fresh_hosts(args.hosts)
+    if args.cold_rootfs:
+        subprocess.run(
+            [sys.executable, str(REPO / "tests" / "lab" / "testhosts.py"), "down"], check=True
+        )
+        shutil.rmtree(systemd_host.CACHE_DIR, ignore_errors=True)
+    first_lab_wall = fresh_hosts(args.hosts)
     with tempfile.TemporaryDirectory() as cold_cache:
         cold_wall, cold_download, _ = site(cold_cache)
-    fresh_hosts(args.hosts)
+    second_lab_wall = fresh_hosts(args.hosts)
     first_wall, warm_download, _ = site()
     again_wall, _, changed = site()
     zk_kafka_wall, _, zk_kafka_changed = site(playbooks=("zookeeper.yml", "kafka.yml"))
 
-    rss = lab_daemon_rss_mib()
+    rss = lab_daemon_rss_mib(args.hosts)
     per_host = ", ".join(f"{host} {mib:.0f}" for host, mib in rss.items())
+    rootfs = "built cold" if args.cold_rootfs else "cached"
+    print(
+        f"test hosts: testhosts.py up --fresh {first_lab_wall:.1f} s (node3's root file system "
+        f"{rootfs}), again {second_lab_wall:.1f} s (cached)"
+    )
     print(f"site.yml on {args.hosts} fresh test hosts ({os.cpu_count()} cores)")
     print(f"  cold cache: artifact download {cold_download:7.1f} s (whole run {cold_wall:.1f} s)")
     print(f"  warm cache: first run         {first_wall:7.1f} s (downloads {warm_download:.1f} s)")
