@@ -98,7 +98,7 @@ def node3_restored(converged, tmp_path, request):
 def test_node3_is_debian_13_booted_with_systemd_and_the_kit_unit_runs_supervisord(converged):
     lab = converged
     assert on_node3(lab, "cat", "/proc/1/comm") == "systemd"
-    assert on_node3(lab, "sh", "-c", ". /etc/os-release && echo $ID $VERSION_ID") == "debian 13"
+    assert on_node3(lab, ". /etc/os-release && echo $ID $VERSION_ID") == "debian 13"
     assert on_node3(lab, "systemctl", "is-system-running") == "running"
     assert on_node3(lab, "systemctl", "is-enabled", UNIT) == "enabled"
     unit = unit_properties(lab, "ActiveState", "MainPID", "KillMode", "Restart")
@@ -110,7 +110,7 @@ def test_node3_is_debian_13_booted_with_systemd_and_the_kit_unit_runs_supervisor
     assert int(unit["MainPID"]) == int(on_node3(lab, *SUPERVISORCTL, "pid"))
     # Debian 13's own JDK and Python, not this machine's.
     assert 'version "21.' in on_lab_host(lab[HOST], "java", "-version").stderr
-    assert on_node3(lab, "python3", "-c", "import sys; print(sys.version_info[:2])") == "(3, 13)"
+    assert on_node3(lab, "python3 -c 'import sys; print(sys.version_info[:2])'") == "(3, 13)"
     assert all_running(program_pids(lab)), program_pids(lab)
 
 

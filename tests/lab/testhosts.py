@@ -106,6 +106,9 @@ CLEAN_ENV = {
     "LANG": "C.UTF-8",
 }
 
+# What the lab tests themselves run on the network namespace hosts (not the kit): ping.
+TEST_TOOL_PACKAGES = ("iputils-ping",)
+
 # command -> Debian package that provides it
 TOOLS_PACKAGES = {
     "ip": "iproute2",
@@ -258,7 +261,7 @@ def ensure_prerequisites(hosts: Sequence[Host]) -> None:
     """Install openssh-server, the common role's packages and (for FIREWALLD_HOSTS) firewalld,
     without letting the package start anything on this machine; prepare sshd host keys."""
     firewalld = ["firewalld"] if any(h.runs_firewalld for h in hosts) else []
-    wanted = ["openssh-server", *common_packages(), *firewalld]
+    wanted = ["openssh-server", *common_packages(), *firewalld, *TEST_TOOL_PACKAGES]
     have = installed_packages(wanted)
     missing = [p for p in dict.fromkeys(wanted) if p.split("=", 1)[0].split(":", 1)[0] not in have]
     if missing:
