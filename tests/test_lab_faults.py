@@ -156,6 +156,8 @@ def test_node_down_kills_every_engine_daemon_of_the_host_at_once(recovered, tmp_
     """On node3, the Debian 13 host booted with systemd: its daemons run under the kit's unit."""
     lab = recovered
     engine_daemons = ("flink-taskmanager", "storm-supervisor")
+    kafka_pid = program_pid(lab, "node3", "kafka")
+    supervisord_pid = on_lab_host(lab["node3"], *SUPERVISORCTL, "pid").stdout.strip()
     _, (record,) = inject_while_watching(
         lab,
         tmp_path,
@@ -164,7 +166,9 @@ def test_node_down_kills_every_engine_daemon_of_the_host_at_once(recovered, tmp_
         "every engine daemon of node3 down",
     )
     assert sorted(record["applied"]["programs"]) == sorted(engine_daemons)
-    assert program_state(lab, "node3", "kafka") == "RUNNING"  # not an engine daemon
+    # Kafka is not an engine daemon: untouched. supervisord under the kit's unit is untouched too.
+    assert program_pid(lab, "node3", "kafka") == kafka_pid
+    assert on_lab_host(lab["node3"], *SUPERVISORCTL, "pid").stdout.strip() == supervisord_pid
     assert all(program_state(lab, "node3", p) == "RUNNING" for p in engine_daemons)
     healthy(tmp_path)
 

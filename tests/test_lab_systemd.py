@@ -83,7 +83,8 @@ def node3_restored(converged, tmp_path, request):
     yield converged
     if not setup_and_call_passed(request):
         up = subprocess.run(
-            [sys.executable, str(REPO / "tests" / "lab" / "testhosts.py"), "up"],
+            [sys.executable, str(REPO / "tests" / "lab" / "testhosts.py"), "up"]
+            + ["--hosts", str(len(converged))],
             capture_output=True,
             text=True,
             check=False,
@@ -111,6 +112,9 @@ def test_node3_is_debian_13_booted_with_systemd_and_the_kit_unit_runs_supervisor
     # Debian 13's own JDK and Python, not this machine's.
     assert 'version "21.' in on_lab_host(lab[HOST], "java", "-version").stderr
     assert on_node3(lab, "python3 -c 'import sys; print(sys.version_info[:2])'") == "(3, 13)"
+    # A fresh host's Python: no `packaging` library, which ansible.builtin.pip would need (the
+    # kit installs wheels with its virtualenv's own pip instead).
+    assert on_lab_host(lab[HOST], "python3 -c 'import packaging'").returncode == 1
     assert all_running(program_pids(lab)), program_pids(lab)
 
 

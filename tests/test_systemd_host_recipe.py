@@ -34,6 +34,7 @@ def apt_sources(tmp_path, monkeypatch):
     sources_dir.mkdir()
     monkeypatch.setattr(systemd_host, "APT_SOURCES", tmp_path / "sources.list")
     monkeypatch.setattr(systemd_host, "APT_SOURCES_DIR", sources_dir)
+    monkeypatch.delenv(systemd_host.MIRROR_OVERRIDE, raising=False)
     return tmp_path
 
 
@@ -64,8 +65,7 @@ def test_the_mirror_can_be_given(apt_sources, monkeypatch):
     assert systemd_host.debian_mirror() == "http://local.example/debian"
 
 
-def test_no_debian_mirror_is_an_error_that_names_the_file_to_fix(apt_sources, monkeypatch):
-    monkeypatch.delenv(systemd_host.MIRROR_OVERRIDE, raising=False)
+def test_no_debian_mirror_is_an_error_that_names_the_file_to_fix(apt_sources):
     (apt_sources / "sources.list").write_text("deb http://example.org/ubuntu noble main\n")
     with pytest.raises(LabError, match=r"no Debian mirror found: add a 'deb' source .*\.sources"):
         systemd_host.debian_mirror()

@@ -852,7 +852,9 @@ def boot(instance: Instance, *, bridge: str, log_file: Path) -> int:
     cgroups: list[Path] = []
     if SYSTEMD_BOOTED.is_dir():
         scope = ["systemd-run", "--scope", "--quiet", "--collect", "-p", "Delegate=yes"]
-        cmd = [*scope, f"--unit={CGROUP_PARENT}-{instance.name}", *cmd]
+        # A name per boot: after a reboot the old scope may not be collected yet.
+        unit = f"{CGROUP_PARENT}-{instance.name}-{time.time_ns()}"
+        cmd = [*scope, f"--unit={unit}", *cmd]
     else:
         cgroups = _instance_cgroups(instance)
         for cgroup in cgroups:
