@@ -28,17 +28,15 @@ CONTROL_ADDRESS = "10.77.0.1"  # the lab bridge: where Ansible and the tests con
 STRANGER_ADDRESS = "10.77.0.99"  # on the lab's network, in no inventory
 # What each firewalled host runs in the lab and the ports it listens on, written out here rather
 # than read from the roles.
+# Both are ZooKeeper and Kafka quorum members: SSH; ZooKeeper client/peer/election; Kafka
+# broker/controller.
+QUORUM_MEMBER_PORTS = {"22/tcp", "2181/tcp", "2888/tcp", "3888/tcp", "9092/tcp", "9093/tcp"}
 KIT_PORTS = {
-    # SSH; ZooKeeper client/peer/election; Kafka broker/controller; JobManager RPC, blob server,
-    # REST and metric query service; Nimbus Thrift; Spark master RPC and web UI, and the ranges
-    # of the kit's Spark drivers (driver RPC, block manager); the experiment's clock probe (UDP).
-    "node1": {
-        "22/tcp",
-        "2181/tcp",
-        "2888/tcp",
-        "3888/tcp",
-        "9092/tcp",
-        "9093/tcp",
+    # JobManager RPC, blob server, REST and metric query service; Nimbus Thrift; Spark master
+    # RPC and web UI, and the ranges of the kit's Spark drivers (driver RPC, block manager); the
+    # experiment's clock probe (UDP).
+    "node1": QUORUM_MEMBER_PORTS
+    | {
         "6123/tcp",
         "6124/tcp",
         "8081/tcp",
@@ -50,15 +48,10 @@ KIT_PORTS = {
         "7110-7126/tcp",
         "6190/udp",
     },
-    # SSH; ZooKeeper; Kafka; TaskManager RPC, data and metric query service; supervisor Thrift
-    # and its 2 slots; Spark worker RPC, web UI and block managers.
-    "node3": {
-        "22/tcp",
-        "2181/tcp",
-        "2888/tcp",
-        "3888/tcp",
-        "9092/tcp",
-        "9093/tcp",
+    # TaskManager RPC, data and metric query service; supervisor Thrift and its 2 slots; Spark
+    # worker RPC, web UI and block managers.
+    "node3": QUORUM_MEMBER_PORTS
+    | {
         "6122/tcp",
         "6121/tcp",
         "6125-6129/tcp",

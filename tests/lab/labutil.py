@@ -9,6 +9,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+# The environment of what the lab scripts start (daemons, nspawn): nothing of the caller's.
+CLEAN_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
 
 
 class LabError(Exception):

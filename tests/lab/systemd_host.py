@@ -53,7 +53,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from labutil import LabError, log, run, services_not_started, write_if_changed
+from labutil import CLEAN_ENV, LabError, log, run, services_not_started, write_if_changed
 
 CACHE_DIR = Path("/var/cache/streamlab-lab")
 
@@ -81,10 +81,6 @@ APT_SOURCES_DIR = Path("/etc/apt/sources.list.d")
 MIRROR_SUITES = ("bookworm", "trixie")
 # Set to a Debian mirror's URI to use it instead of the one found in apt's sources.
 MIRROR_OVERRIDE = "STREAMLAB_LAB_DEBIAN_MIRROR"
-CLEAN_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "LANG": "C.UTF-8",
-}
 NSPAWN_ENV = {**CLEAN_ENV, "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1"}
 NSPAWN = "systemd-nspawn"
 # nspawn exits with this status when the container rebooted (systemd-nspawn@.service restarts

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import systemd_host
 import yaml
-from labutil import LabError, log, run, services_not_started, write_if_changed
+from labutil import CLEAN_ENV, LabError, log, run, services_not_started, write_if_changed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = REPO_ROOT / "inventory" / "lab" / "hosts.yml"
@@ -101,10 +101,6 @@ SYSTEMD_SHUTDOWN_TIMEOUT = 600.0
 READY_TIMEOUT = 20.0
 TERM_TIMEOUT = 5.0
 SSH_CONNECT_TIMEOUT = 2
-CLEAN_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "LANG": "C.UTF-8",
-}
 
 # What the lab tests themselves run on the network namespace hosts (not the kit): ping.
 TEST_TOOL_PACKAGES = ("iputils-ping",)
