@@ -1,6 +1,7 @@
 """Preflight stops, before any change, on a host whose running firewall the kit cannot open: ufw
-active (the kit drives firewalld only), or firewalld running with a cluster address or extra
-source it cannot take as a zone's source (a host name).
+active (the kit drives firewalld or its own nftables table), or firewalld running (or the kit's
+own firewall enabled) with a cluster address or extra source it cannot take as a source (a host
+name).
 
 Run against the embedded default (inventory/local, a local connection). ufw and firewall-cmd are
 stand-ins placed first on the PATH the modules see, printing what the real programs print; the
@@ -69,14 +70,22 @@ def preflight(tmp_path: Path, inventory: Path, envvars: dict, extravars: dict | 
             {"ufw": UFW_ACTIVE},
             {},
             {},
-            "ufw is active on localhost, and the kit admits its ports through firewalld only",
+            "ufw is active on localhost, and the kit admits its ports through firewalld or its own "
+            "nftables table, not ufw",
         ),
         (
             {"firewall_cmd": FIREWALLD_RUNNING},
             {"streamlab_address": "lab-master.example"},
             {},
-            "the cluster address of localhost is 'lab-master.example', which firewalld cannot "
+            "the cluster address of localhost is 'lab-master.example', which a firewall cannot "
             "admit as a source",
+        ),
+        (
+            {},
+            {"streamlab_address": "lab-master.example"},
+            {"firewall_enabled": True},
+            "firewall_enabled turns on the kit's firewall on localhost, and the cluster address of "
+            "localhost is 'lab-master.example', which a firewall cannot admit as a source",
         ),
         (
             {"firewall_cmd": FIREWALLD_RUNNING},

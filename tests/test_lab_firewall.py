@@ -1,16 +1,20 @@
-"""Hosts that run firewalld, as a Rocky 9 host does out of the box: the kit admits its own
-ports there, from the cluster's addresses and the control node only.
+"""The kit's ports admitted from the cluster's addresses and the control node only.
 
-node1 (the master and driver host) and node3 (a worker) run firewalld (tests/lab/testhosts.py:
-each has its own D-Bus and configuration, rules in its own network namespace), so every lab test
-runs against them: the whole lab's health, experiments, faults and the analysis on the Spark
-cluster pass through their rules, in both directions. node2 runs none. These tests show what the
-rules are, what they refuse, and that teardown's purge removes them.
+node1 (the master and driver host) and node3 (a worker) run firewalld, as a Rocky 9 host does out
+of the box (tests/lab/testhosts.py: each has its own D-Bus and configuration, rules in its own
+network namespace): the kit admits its ports in its own zone. node2 (a worker) runs no firewall
+of its own, and the inventory turns the kit's own on (firewall_enabled: an nftables table that
+admits the kit's ports from the same sources and refuses them to every other address); it has a
+second interface with an address in no inventory. Every lab test runs against these rules: the
+whole lab's health, experiments, faults and the analysis on the Spark cluster pass through them,
+in both directions. These tests show what the rules are, what they refuse, and that teardown's
+purge removes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -23,8 +27,10 @@ from conftest import LAB_INVENTORY, on_lab_host, run_playbook, tcp_connects
 pytestmark = pytest.mark.lab
 
 FIREWALLED = ("node1", "node3")
-UNFIREWALLED = "node2"
+KIT_FIREWALLED = "node2"
+SECOND_ADDRESS = "10.78.0.12"  # node2's second interface (tests/lab/testhosts.py)
 CONTROL_ADDRESS = "10.77.0.1"  # the lab bridge: where Ansible and the tests connect from
+SUBNET = "10.77.0."
 STRANGER_ADDRESS = "10.77.0.99"  # on the lab's network, in no inventory
 # What each firewalled host runs in the lab and the ports it listens on, written out here rather
 # than read from the roles.
@@ -62,9 +68,12 @@ KIT_PORTS = {
         "7110-7126/tcp",
     },
 }
+# node2 runs what node3 runs; its table holds the kit's ports, not SSH (which it leaves alone).
+KIT_PORTS["node2"] = KIT_PORTS["node3"] - {"22/tcp"}
 # What the lab surely has listening on each (a subset of the above).
 SURELY_LISTENING = {
     "node1": {22, 2181, 9092, 6123, 8081, 6627, 7077},
+    "node2": {2181, 9092, 6121, 6122, 6628, 7078},
     "node3": {22, 2181, 9092, 6121, 6122, 7078},
 }
 UNOPENED_PORT = 7999
@@ -98,10 +107,12 @@ def connects_from(host_address: str, address: str, port: int) -> subprocess.Comp
 
 
 @contextlib.contextmanager
-def listener(host_address: str, port: int) -> Iterator[None]:
-    """A TCP listener on the host's cluster address for up to 60 s (stopped on leaving)."""
+def listener(host_address: str, port: int, bind: str | None = None) -> Iterator[None]:
+    """A TCP listener on the host's cluster address (or `bind`: "0.0.0.0" for every interface)
+    for up to 60 s (stopped on leaving)."""
+    bind = host_address if bind is None else bind
     script = (
-        f"import socket,time; s=socket.socket(); s.bind(({host_address!r}, {port})); s.listen(8); "
+        f"import socket,time; s=socket.socket(); s.bind(({bind!r}, {port})); s.listen(8); "
         "time.sleep(60)"
     )
     started = on_lab_host(
@@ -150,7 +161,7 @@ def test_firewalld_admits_the_kits_ports_from_the_cluster_and_control_node_only(
 
 @pytest.mark.parametrize("host", FIREWALLED)
 def test_a_port_the_kit_did_not_open_is_refused_from_another_host(converged, host):
-    node, other = converged[host], converged[UNFIREWALLED]
+    node, other = converged[host], converged[KIT_FIREWALLED]
     with listener(node, UNOPENED_PORT):
         # It listens and answers on the host itself ...
         assert connects_from(node, node, UNOPENED_PORT).stdout.strip() == "OPEN"
@@ -158,27 +169,141 @@ def test_a_port_the_kit_did_not_open_is_refused_from_another_host(converged, hos
         refused = connects_from(other, node, UNOPENED_PORT).stdout.strip()
         assert refused.startswith(("OSError", "ConnectionRefusedError")), refused
         assert connects_from(other, node, 9092).stdout.strip() == "OPEN"
-    # The same listener on a host without a firewall is reached: the refusal is the rules'.
+    # The same listener on node2, whose kit table leaves other ports alone, is reached: the
+    # refusal is firewalld's.
     with listener(other, UNOPENED_PORT):
         assert connects_from(node, other, UNOPENED_PORT).stdout.strip() == "OPEN"
 
 
-def test_a_kit_port_is_refused_to_an_address_outside_the_inventory(converged):
-    added = subprocess.run(
-        ["ip", "addr", "add", f"{STRANGER_ADDRESS}/32", "dev", "lab0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert added.returncode == 0, added.stderr
+@contextlib.contextmanager
+def stranger_and_second_route() -> Iterator[None]:
+    """This machine gains STRANGER_ADDRESS on the lab bridge (an address in no inventory) and a
+    route to node2's second address through node2's cluster address."""
+    node2 = f"{SUBNET}12"
+    steps = (
+        (["ip", "addr", "add", f"{STRANGER_ADDRESS}/32", "dev", "lab0"],
+         ["ip", "addr", "del", f"{STRANGER_ADDRESS}/32", "dev", "lab0"]),
+        (["ip", "route", "add", f"{SECOND_ADDRESS}/32", "via", node2, "dev", "lab0"],
+         ["ip", "route", "del", f"{SECOND_ADDRESS}/32"]),
+    )  # fmt: skip
+    undo: list[list[str]] = []
     try:
-        for host in FIREWALLED:
+        for do, undo_step in steps:
+            done = subprocess.run(do, capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"{shlex.join(do)}: {done.stderr}"
+            undo.append(undo_step)
+        yield
+    finally:
+        for step in reversed(undo):
+            subprocess.run(step, check=False)
+
+
+def test_a_kit_port_is_refused_to_an_address_outside_the_inventory(converged):
+    with stranger_and_second_route():
+        for host in (*FIREWALLED, KIT_FIREWALLED):
             assert tcp_connects(converged[host], 9092, source=CONTROL_ADDRESS), host
             assert not tcp_connects(converged[host], 9092, source=STRANGER_ADDRESS), host
-        # A host without a firewall answers the stranger: the refusal is the rules'.
-        assert tcp_connects(converged[UNFIREWALLED], 9092, source=STRANGER_ADDRESS)
-    finally:
-        subprocess.run(["ip", "addr", "del", f"{STRANGER_ADDRESS}/32", "dev", "lab0"], check=False)
+        # node2's table leaves other ports alone: the stranger reaches a listener there, so the
+        # refusal is the rules'.
+        with listener(converged[KIT_FIREWALLED], UNOPENED_PORT):
+            assert tcp_connects(converged[KIT_FIREWALLED], UNOPENED_PORT, source=STRANGER_ADDRESS)
+
+
+def nft_json(address: str, *arguments: str) -> list[dict]:
+    done = on_lab_host(address, "nft", "-j", "list", *arguments)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["nftables"]
+
+
+def set_elements(address: str, name: str) -> set[str]:
+    """The elements of one set of the kit's table: "10.77.0.11", "6700-6701"."""
+    (found,) = [
+        item["set"] for item in nft_json(address, "set", "inet", "streamlab", name) if "set" in item
+    ]
+    elements: set[str] = set()
+    for element in found.get("elem", []):
+        if isinstance(element, dict) and "range" in element:
+            elements.add("{}-{}".format(*element["range"]))
+        elif isinstance(element, dict) and "prefix" in element:
+            elements.add("{addr}/{len}".format(**element["prefix"]))
+        else:
+            elements.add(str(element))
+    return elements
+
+
+def listening_sockets(address: str) -> set[tuple[str, int]]:
+    """(local address, port) of every TCP socket listening on a test host."""
+    listening = on_lab_host(address, "ss -ltnH")
+    assert listening.returncode == 0, listening.stderr
+    sockets = set()
+    for line in listening.stdout.splitlines():
+        local, _, port = line.split()[3].rpartition(":")
+        # A JVM's IPv4 socket on a dual-stack socket shows as [::ffff:10.77.0.12].
+        sockets.add((local.strip("[]").removeprefix("::ffff:"), int(port)))
+    return sockets
+
+
+def test_the_kits_table_admits_its_ports_from_the_cluster_and_control_node_only(converged):
+    node = converged[KIT_FIREWALLED]
+    nftables_ports = {
+        spec.replace("/tcp", "") for spec in KIT_PORTS[KIT_FIREWALLED] if spec.endswith("/tcp")
+    }
+    # auto-merge joins adjacent ports into one range (6121 and 6122: 6121-6122).
+    assert admitted({f"{e}/tcp" for e in set_elements(node, "tcp_ports")}) == admitted(
+        {f"{e}/tcp" for e in nftables_ports}
+    )
+    assert set_elements(node, "udp_ports") == set()
+    addresses = set_elements(node, "sources_v4")
+    assert admitted_addresses(addresses) == {*converged.values(), CONTROL_ADDRESS}, addresses
+    sockets = listening_sockets(node)
+    assert {port for _, port in sockets} >= SURELY_LISTENING[KIT_FIREWALLED], sockets
+    # Every daemon's socket is bound to the cluster address, or in the table (closed to others);
+    # Storm's supervisor and workers listen on every interface, so some are only the latter.
+    open_everywhere = {(a, p) for a, p in sockets if a not in (node, "127.0.0.1", "::1")}
+    assert any(p == 6628 for _, p in open_everywhere), sockets
+    unguarded = {
+        (a, p)
+        for a, p in open_everywhere
+        if p not in admitted({f"{e}/tcp" for e in nftables_ports})
+    }
+    assert unguarded == set(), unguarded
+
+
+def admitted_addresses(elements: set[str]) -> set[str]:
+    """The single addresses in a set's elements ("10.77.0.11-10.77.0.13" as three)."""
+    addresses: set[str] = set()
+    for element in elements:
+        first, _, last = element.partition("-")
+        if not last:
+            addresses.add(first)
+            continue
+        base, start = first.rsplit(".", 1)
+        addresses.update(f"{base}.{n}" for n in range(int(start), int(last.rsplit(".", 1)[1]) + 1))
+    return addresses
+
+
+def test_every_daemon_on_the_host_with_two_interfaces_is_closed_to_other_addresses(converged):
+    """node2 has a second address (SECOND_ADDRESS): whatever a daemon listens on, a stranger
+    reaches none of it, on either address; the control node reaches the sockets open on every
+    interface through the second address too, so the refusal is the rules'."""
+    node = converged[KIT_FIREWALLED]
+    sockets = {(a, p) for a, p in listening_sockets(node) if p != 22}  # sshd: not the kit's
+    assert sockets, "no daemon listens on node2"
+    with stranger_and_second_route():
+        reached = {
+            (address, port)
+            for _, port in sockets
+            for address in (node, SECOND_ADDRESS)
+            if tcp_connects(address, port, source=STRANGER_ADDRESS, timeout_s=2)
+        }
+        assert reached == set(), reached
+        everywhere = sorted(p for a, p in sockets if a in ("0.0.0.0", "*", "::"))
+        assert everywhere, sockets
+        for port in everywhere:
+            assert tcp_connects(SECOND_ADDRESS, port, source=CONTROL_ADDRESS), port
+        # A socket on every interface that is not the kit's is reached by the stranger there.
+        with listener(node, UNOPENED_PORT, bind="0.0.0.0"):
+            assert tcp_connects(SECOND_ADDRESS, UNOPENED_PORT, source=STRANGER_ADDRESS)
 
 
 def test_purge_removes_the_kits_zone_and_finds_nothing_after(converged, tmp_path):
@@ -204,4 +329,26 @@ def test_purge_removes_the_kits_zone_and_finds_nothing_after(converged, tmp_path
     assert set(firewall_cmd(node, "--zone=streamlab", "--list-ports").split()) == KIT_PORTS[host]
     sources = {*converged.values(), CONTROL_ADDRESS}
     assert set(firewall_cmd(node, "--zone=streamlab", "--list-sources").split()) == sources
-    assert connects_from(converged[UNFIREWALLED], node, 9092).stdout.strip() == "OPEN"
+    assert connects_from(converged[KIT_FIREWALLED], node, 9092).stdout.strip() == "OPEN"
+
+
+def test_purge_removes_the_kits_table_and_finds_nothing_after(converged, tmp_path):
+    """The same on node2, whose kit table teardown with purge drops from the kernel with its
+    files; the playbook puts the files back and loads them whatever happens (tests/playbooks)."""
+    done = run_playbook(
+        "../tests/playbooks/firewall_table_removal.yml",  # resolved against playbooks/
+        LAB_INVENTORY,
+        limit=KIT_FIREWALLED,
+        tmp_path=tmp_path,
+    )
+    assert done.rc == 0, done.output[-4000:]
+    block = done.output.split("Report what was seen", 1)[1]
+    seen = yaml.safe_load(block[block.index("{") : block.index("\n}") + 2])["msg"]
+    assert seen["found_before"] == "inet streamlab", seen
+    assert seen["found_after"] == "", seen
+    assert "table inet streamlab" not in seen["tables_after"], seen
+    assert seen["ports_dir_after"] is False, seen
+    # In force again: the cluster reaches Kafka there, a stranger would not (tested above).
+    node = converged[KIT_FIREWALLED]
+    assert set_elements(node, "sources_v4")
+    assert connects_from(converged["node1"], node, 9092).stdout.strip() == "OPEN"

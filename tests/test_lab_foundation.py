@@ -177,6 +177,20 @@ def bad_inventory(tmp_path: Path, change) -> Path:
             {"kafka_source": "pypi"},
             "kafka_source=pypi is not pinned for 4.1.1; pinned sources: apache, maven",
         ),
+        (
+            "short spark secret",
+            lambda g: None,
+            {"spark_authenticate_secret": "short"},
+            "and spark_authenticate_secret is shorter than 16 characters",
+        ),
+        (
+            "one worker with another secret",
+            lambda g: g["spark_worker"]["hosts"]["node2"].update(
+                spark_authenticate_secret="another-secret-of-enough-length"
+            ),
+            {},
+            "differ in spark_authenticate or spark_authenticate_secret",
+        ),
     ],
 )
 def test_bad_input_stops_before_any_change(converged, tmp_path, name, change, extravars, message):

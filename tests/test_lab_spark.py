@@ -1,4 +1,6 @@
-"""Spark on the test hosts: the master sees both workers, and a PySpark job runs on them."""
+"""Spark on the test hosts: the master sees both workers, and a PySpark job runs on them. The
+lab turns Spark's shared-secret authentication on (inventory/lab/group_vars/all.yml): an
+application that holds the secret runs, one that does not is refused."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import json
 import urllib.request
 
 import pytest
+import yaml
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from conftest import role_default
+from conftest import REPO, on_lab_host, role_default
 
 pytestmark = pytest.mark.lab
 
@@ -25,10 +29,16 @@ def test_master_reports_both_workers_alive(converged):
     assert alive == [converged["node2"], converged["node3"]]
 
 
-def test_pyspark_job_runs_on_executors_of_both_workers(converged):
-    spark = (
-        SparkSession.builder.master(f"spark://{converged['node1']}:7077")
-        .appName("streamlab-smoke")
+LAB_SECRET = yaml.safe_load((REPO / "inventory" / "lab" / "group_vars" / "all.yml").read_text())[
+    "spark_authenticate_secret"
+]
+
+
+def lab_session(lab: dict[str, str], name: str, secret: str | None) -> SparkSession:
+    """A PySpark application on the lab's cluster, its driver here on the lab bridge."""
+    builder = (
+        SparkSession.builder.master(f"spark://{lab['node1']}:7077")
+        .appName(name)
         # The driver runs here, on the lab bridge; executors connect back to this address.
         .config("spark.driver.host", "10.77.0.1")
         .config("spark.driver.bindAddress", "10.77.0.1")
@@ -40,8 +50,16 @@ def test_pyspark_job_runs_on_executors_of_both_workers(converged):
         # fetches blocks from an executor there.
         .config("spark.blockManager.port", str(role_default("spark", "spark_block_manager_port")))
         .config("spark.port.maxRetries", str(role_default("spark", "spark_port_max_retries")))
-        .getOrCreate()
     )
+    if secret is not None:
+        builder = builder.config("spark.authenticate", "true").config(
+            "spark.authenticate.secret", secret
+        )
+    return builder.getOrCreate()
+
+
+def test_pyspark_job_runs_on_executors_of_both_workers(converged):
+    spark = lab_session(converged, "streamlab-smoke", LAB_SECRET)
     try:
         total = spark.range(0, 1_000_000, numPartitions=8).selectExpr("sum(id) AS s").first()["s"]
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().keySet().toString()
@@ -49,3 +67,27 @@ def test_pyspark_job_runs_on_executors_of_both_workers(converged):
         spark.stop()
     assert total == 499_999_500_000
     assert converged["node2"] in executors and converged["node3"] in executors, executors
+
+
+def test_an_application_without_the_secret_is_refused(converged):
+    """The master refuses to register it: after its 3 tries (20 s each) the application gives
+    up, and its job fails; the master never lists it."""
+    name = "streamlab-no-secret"
+    spark = lab_session(converged, name, secret=None)
+    try:
+        with pytest.raises(Py4JJavaError) as refused:
+            spark.range(0, 100, numPartitions=2).count()
+    finally:
+        spark.stop()
+    assert "SparkContext was shut down" in str(refused.value), str(refused.value)[-2000:]
+    state = master_state(converged)
+    listed = {app["name"] for app in state.get("activeapps", []) + state.get("completedapps", [])}
+    assert name not in listed, listed
+
+
+def test_the_secret_is_readable_by_root_and_the_service_account_only(converged):
+    for host in ("node1", "node2", "node3"):
+        done = on_lab_host(
+            converged[host], "stat", "-c", "%U:%G %a", "/etc/streamlab/spark/spark-defaults.conf"
+        )
+        assert done.stdout.split() == ["root:streamlab", "640"], (host, done.stdout, done.stderr)

@@ -87,6 +87,15 @@ FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
 FIREWALLD_CONFIG = Path("/etc/firewalld")
 FIREWALLD_UNIT_LINK = Path("/etc/systemd/system/multi-user.target.wants/firewalld.service")
 
+# Hosts that run no firewall of their own, where the kit turns on its nftables table
+# (firewall_enabled in the inventory). Each has a second interface with an address outside the
+# inventory (SECOND_PREFIX), as a machine on two networks has: what listens on every interface is
+# reachable there, unless the kit's rules refuse it.
+KIT_FIREWALL_HOSTS = frozenset({2})
+SECOND_INTERFACE = "eth1"
+SECOND_PEER = "eth1-peer"
+SECOND_PREFIX = "10.78.0."
+
 # Hosts that are Debian 13 booted with systemd (systemd-nspawn), as every real Linux machine of
 # the kit's users is: the kit's unit keeps supervisord alive there. Their root file system holds
 # the common role's Debian 13 packages (so the hosts need no mirror), python3-apt for Ansible's
@@ -162,6 +171,11 @@ class Host:
     def log(self) -> Path:
         """sshd log file."""
         return self.root / "sshd.log"
+
+    @property
+    def second_ip(self) -> str | None:
+        """The address of its second interface (KIT_FIREWALL_HOSTS), in no inventory."""
+        return f"{SECOND_PREFIX}{10 + self.index}" if self.index in KIT_FIREWALL_HOSTS else None
 
     @property
     def runs_firewalld(self) -> bool:
@@ -550,6 +564,15 @@ def start_host(host: Host) -> subprocess.Popen[bytes]:
     run(["ip", "-n", host.name, "addr", "add", f"{host.ip}/{PREFIX_LEN}", "dev", "eth0"])
     run(["ip", "-n", host.name, "link", "set", "eth0", "up"])
     run(["ip", "-n", host.name, "link", "set", "lo", "up"])
+    if host.second_ip:
+        # A veth pair inside the host (this kernel has no dummy interfaces); the address is
+        # reached from this machine through a route the tests add via the cluster address.
+        second = ["ip", "-n", host.name, "link"]
+        run([*second, "add", SECOND_INTERFACE, "type", "veth", "peer", "name", SECOND_PEER])
+        address = f"{host.second_ip}/{PREFIX_LEN}"
+        run(["ip", "-n", host.name, "addr", "add", address, "dev", SECOND_INTERFACE])
+        run([*second, "set", SECOND_INTERFACE, "up"])
+        run([*second, "set", SECOND_PEER, "up"])
     # Drop a cached neighbour entry that may still point at an older incarnation.
     run(["ip", "neigh", "flush", "to", host.ip, "dev", BRIDGE], check=False)
 
@@ -713,10 +736,13 @@ def inventory_data(hosts: Sequence[Host]) -> dict[str, object]:
 
 def host_vars(host: Host) -> dict[str, object]:
     """Inventory variables of one host. A host booted with systemd has its own package
-    database (group_vars say the others share this machine's)."""
+    database (group_vars say the others share this machine's); on KIT_FIREWALL_HOSTS the kit
+    turns its firewall on."""
     found: dict[str, object] = {"ansible_host": host.ip}
     if host.booted_with_systemd:
         found["common_package_database_shared"] = False
+    if host.index in KIT_FIREWALL_HOSTS:
+        found["firewall_enabled"] = True
     return found
 
 
