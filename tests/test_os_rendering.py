@@ -433,6 +433,45 @@ def test_init_system_runs_the_kits_supervisord(family):
         assert job["SoftResourceLimits"] == {"NumberOfFiles": MINFDS}
 
 
+# The kit's own firewall (firewall_enabled where none runs): nftables on Linux, nothing on
+# macOS (pf is not built; preflight refuses firewall_enabled there). nft(8) lives in
+# /usr/sbin on Debian 12/13 and Rocky 9 (package nftables).
+NFT = "/usr/sbin/nft"
+
+
+def test_the_kits_firewall_is_a_valid_nftables_ruleset_loaded_at_boot(family, tmp_path):
+    name, out, _ = family
+    firewall = out / "firewall"
+    if FAMILIES[name]["init"] == "launchd":
+        assert not firewall.exists(), "macOS gets no nftables files"
+        return
+    ports = (firewall / "ports.nft").read_text()
+    assert "add element inet streamlab tcp_ports { 9092, 6700-6703 }" in ports
+    assert "add element inet streamlab udp_ports { 6190 }" in ports
+    table = (firewall / "firewall.nft").read_text()
+    assert f'include "{CONF}/firewall.d/*.nft"' in table
+    # nft(8) checks the whole ruleset, with this daemon's ports, without applying it (-c).
+    (tmp_path / "firewall.d").mkdir()
+    (tmp_path / "firewall.d" / "kafka.nft").write_text(ports)
+    checked = tmp_path / "firewall.nft"
+    checked.write_text(table.replace(f"{CONF}/firewall.d", str(tmp_path / "firewall.d")))
+    done = subprocess.run([NFT, "-c", "-f", str(checked)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # Sources: the host's cluster address and the control node, nothing else.
+    assert re.search(r"elements = \{ 10\.0\.0\.1, 127\.0\.0\.1 \}", table), table
+    unit = systemd_unit(firewall / "streamlab-firewall.service")
+    assert shlex.split(unit.get("Service", "ExecStart")) == [NFT, "-f", f"{CONF}/firewall.nft"]
+    assert (
+        unit.get("Service", "Type") == "oneshot" and unit.get("Service", "RemainAfterExit") == "yes"
+    )
+    # In force before the network is up and before supervisord starts any daemon.
+    assert {"network-pre.target", "streamlab-supervisor.service"} <= set(
+        unit.get("Unit", "Before").split()
+    )
+    assert unit.get("Unit", "DefaultDependencies") == "no"
+    assert unit.get("Install", "WantedBy") == "sysinit.target"
+
+
 # The supervisord programs of the component daemons.
 
 
