@@ -69,12 +69,26 @@ def producer_started(lab: dict[str, str], run_id: str) -> str:
     the cluster (its run id and when it started: its topics, job and files there)."""
     started = wait_until(
         # one argument: the test host's shell expands the pattern
-        lambda: on_lab_host(lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/producer.log"),
+        lambda: on_lab_host(lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/client/producer.log"),
         lambda done: done.returncode == 0,
         f"the producer of {run_id} started",
         timeout_s=240,
     )
-    return started.stdout.strip().split("/")[-2]
+    return started.stdout.strip().split("/")[-3]
+
+
+def run_program_users(address: str, instance: str) -> dict[str, set[str]]:
+    """The users the run's Python programs (producer, collector) run as on a test host, by
+    module; root only starts them (runuser's own process and the shells are not counted)."""
+    done = on_lab_host(address, "ps", "-eww", "-o", "user:32=,args=")
+    assert done.returncode == 0, done.stderr
+    users: dict[str, set[str]] = {}
+    for line in done.stdout.splitlines():
+        user, _, args = line.strip().partition(" ")
+        words = args.split()
+        if f"/{instance}/" in args and words[0].endswith("/venv/bin/python") and "-m" in words:
+            users.setdefault(words[words.index("-m") + 1], set()).add(user)
+    return users
 
 
 def run_processes(address: str, instance: str) -> list[str]:
@@ -118,6 +132,9 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
     assert job["state"] == "RUNNING", job
     left = " ".join(run_processes(converged["node1"], instance))
     assert "producer.produce" in left and "producer.collect" in left, left
+    # Both run as the service account, not root.
+    users = run_program_users(converged["node1"], instance)
+    assert users == {"producer.produce": {"streamlab"}, "producer.collect": {"streamlab"}}, users
     run_dir = results / run_id
     assert (run_dir / "run.started.json").exists() and not (run_dir / "run.json").exists()
     return InterruptedRun(results, run_id, instance, job["jid"])
@@ -182,6 +199,16 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert {name: settings.get(name) for name in EQUAL_FOOTING} == EQUAL_FOOTING
     assert settings["kafka_clients_version"] == record["versions"][f"{engine}_kafka_clients"]
     if engine == "flink":
+        # The CLI submitted the job as the service account: its log is that account's
+        # (Flink names it flink-<user>-client-<host>.log).
+        client_log = on_lab_host(
+            converged["node1"],
+            "stat",
+            "-c",
+            "%U",
+            "/var/log/streamlab/flink/flink-streamlab-client-node1.log",
+        )
+        assert client_log.stdout.strip() == "streamlab", client_log.stdout + client_log.stderr
         assert record["settings_read_from"]["checkpoint_interval_ms"].startswith("flink-checkpoint")
         assert settings["checkpoint_interval_ms"] == 5000
         assert settings["tolerable_failed_checkpoints"] == 3
