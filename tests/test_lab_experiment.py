@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     interrupted = request.getfixturevalue("interrupted_run") if engine == "flink" else None
     results = tmp_path / "results"
     run_id = f"test-{engine}-{uuid.uuid4().hex[:8]}"  # topics are named after the run
+    started_s = time.time()  # the test hosts share this machine's clock
     run = run_playbook(
         "experiment.yml",
         LAB_INVENTORY,
@@ -199,16 +201,17 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert {name: settings.get(name) for name in EQUAL_FOOTING} == EQUAL_FOOTING
     assert settings["kafka_clients_version"] == record["versions"][f"{engine}_kafka_clients"]
     if engine == "flink":
-        # The CLI submitted the job as the service account: its log is that account's
-        # (Flink names it flink-<user>-client-<host>.log).
+        # The CLI submitted the job as the service account during this run: Flink names its log
+        # flink-<user>-client-<host>.log, and the service account owns it.
         client_log = on_lab_host(
             converged["node1"],
             "stat",
             "-c",
-            "%U",
+            "%U %Y",
             "/var/log/streamlab/flink/flink-streamlab-client-node1.log",
         )
-        assert client_log.stdout.strip() == "streamlab", client_log.stdout + client_log.stderr
+        owner, modified_s = client_log.stdout.split()
+        assert owner == "streamlab" and int(modified_s) >= int(started_s), client_log.stdout
         assert record["settings_read_from"]["checkpoint_interval_ms"].startswith("flink-checkpoint")
         assert settings["checkpoint_interval_ms"] == 5000
         assert settings["tolerable_failed_checkpoints"] == 3

@@ -243,29 +243,41 @@ def listening_sockets(address: str) -> set[tuple[str, int]]:
     return sockets
 
 
+def refused_ports(address: str) -> dict[str, set[int]]:
+    """Protocol -> the port numbers the kit's table refuses to addresses outside its sources
+    (the rules of its chain `refuse`, one per daemon: "tcp dport { 9092, 6700-6701 } ...")."""
+    refused: dict[str, set[int]] = {"tcp": set(), "udp": set()}
+    for item in nft_json(address, "chain", "inet", "streamlab", "refuse"):
+        for expression in item.get("rule", {}).get("expr", []):
+            match = expression.get("match")
+            if not match or "payload" not in match["left"]:
+                continue
+            protocol = match["left"]["payload"]["protocol"]
+            right = match["right"]
+            elements = right["set"] if isinstance(right, dict) and "set" in right else [right]
+            for element in elements:
+                if isinstance(element, dict) and "range" in element:
+                    first, last = element["range"]
+                    refused[protocol].update(range(first, last + 1))
+                else:
+                    refused[protocol].add(int(element))
+    return refused
+
+
 def test_the_kits_table_admits_its_ports_from_the_cluster_and_control_node_only(converged):
     node = converged[KIT_FIREWALLED]
-    nftables_ports = {
-        spec.replace("/tcp", "") for spec in KIT_PORTS[KIT_FIREWALLED] if spec.endswith("/tcp")
-    }
-    # auto-merge joins adjacent ports into one range (6121 and 6122: 6121-6122).
-    assert admitted({f"{e}/tcp" for e in set_elements(node, "tcp_ports")}) == admitted(
-        {f"{e}/tcp" for e in nftables_ports}
-    )
-    assert set_elements(node, "udp_ports") == set()
+    kit_tcp = admitted({spec for spec in KIT_PORTS[KIT_FIREWALLED] if spec.endswith("/tcp")})
+    assert refused_ports(node) == {"tcp": kit_tcp, "udp": set()}
     addresses = set_elements(node, "sources_v4")
     assert admitted_addresses(addresses) == {*converged.values(), CONTROL_ADDRESS}, addresses
     sockets = listening_sockets(node)
     assert {port for _, port in sockets} >= SURELY_LISTENING[KIT_FIREWALLED], sockets
-    # Every daemon's socket is bound to the cluster address, or in the table (closed to others);
-    # Storm's supervisor and workers listen on every interface, so some are only the latter.
+    # Every daemon's socket is bound to the cluster address, or refused to other addresses by
+    # the table; Storm's supervisor and workers listen on every interface, so some are only the
+    # latter.
     open_everywhere = {(a, p) for a, p in sockets if a not in (node, "127.0.0.1", "::1")}
     assert any(p == 6628 for _, p in open_everywhere), sockets
-    unguarded = {
-        (a, p)
-        for a, p in open_everywhere
-        if p not in admitted({f"{e}/tcp" for e in nftables_ports})
-    }
+    unguarded = {(a, p) for a, p in open_everywhere if p not in kit_tcp}
     assert unguarded == set(), unguarded
 
 

@@ -446,13 +446,18 @@ def test_the_kits_firewall_is_a_valid_nftables_ruleset_loaded_at_boot(family, tm
         assert not firewall.exists(), "macOS gets no nftables files"
         return
     ports = (firewall / "ports.nft").read_text()
-    assert "add element inet streamlab tcp_ports { 9092, 6700-6703 }" in ports
-    assert "add element inet streamlab udp_ports { 6190 }" in ports
+    refuse = "add rule inet streamlab refuse"
+    assert f"{refuse} tcp dport {{ 9092, 6700-6703 }} counter reject with tcp reset" in ports
+    assert f"{refuse} udp dport {{ 6190 }} counter reject" in ports
     table = (firewall / "firewall.nft").read_text()
     assert f'include "{CONF}/firewall.d/*.nft"' in table
     # nft(8) checks the whole ruleset, with this daemon's ports, without applying it (-c).
     (tmp_path / "firewall.d").mkdir()
     (tmp_path / "firewall.d" / "kafka.nft").write_text(ports)
+    # Another daemon of the same host with a port and a range that overlap (Flink's JobManager
+    # and TaskManager share the metric query range on a one-host lab).
+    overlapping = "add rule inet streamlab refuse tcp dport { 9092, 6701-6710 } reject\n"
+    (tmp_path / "firewall.d" / "other.nft").write_text(overlapping)
     checked = tmp_path / "firewall.nft"
     checked.write_text(table.replace(f"{CONF}/firewall.d", str(tmp_path / "firewall.d")))
     done = subprocess.run([NFT, "-c", "-f", str(checked)], capture_output=True, text=True)

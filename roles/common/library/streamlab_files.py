@@ -114,7 +114,16 @@ def ensure_file(module: AnsibleModule, spec: dict, diffs: list[dict]) -> bool:
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=".streamlab-")
         with os.fdopen(handle, "wb") as out:
             out.write(wanted)
-        module.atomic_move(temporary, dest)
+        # The new content is never readable beyond its wanted owner, group and mode, not even for
+        # an instant (a file may hold a secret): a new file gets them on the temporary file (mode
+        # 0600 until then) before it takes the name; an existing one gets them before its
+        # content is replaced, which keeps them.
+        if current is None:
+            module.set_fs_attributes_if_different(file_args(module, temporary, spec), False)
+            os.replace(temporary, dest)
+        else:
+            module.set_fs_attributes_if_different(file_args(module, dest, spec), False)
+            module.atomic_move(temporary, dest)
     return module.set_fs_attributes_if_different(file_args(module, dest, spec), rewritten)
 
 
