@@ -360,6 +360,9 @@ def test_purge_removes_the_kits_table_and_finds_nothing_after(converged, tmp_pat
     assert seen["found_after"] == "", seen
     assert "table inet streamlab" not in seen["tables_after"], seen
     assert seen["ports_dir_after"] is False, seen
+    # Turned off (firewall_enabled false), the table goes the same way at the next converge.
+    assert "table inet streamlab" not in seen["tables_turned_off"], seen
+    assert seen["file_turned_off"] is False, seen
     # In force again: the cluster reaches Kafka there, a stranger would not (tested above).
     node = converged[KIT_FIREWALLED]
     assert set_elements(node, "sources_v4")
