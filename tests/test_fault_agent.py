@@ -262,3 +262,33 @@ def test_a_fault_that_fails_part_way_is_undone_at_once(tmp_path):
     # The victim was killed and started again; the unknown program could not be started.
     assert len((tmp_path / "started").read_text().split()) == 2
     assert "ghost" in record["error"] and record["end_ms"] is not None
+
+
+def test_recover_takes_a_schedule_that_ends_while_it_is_cancelled(tmp_path, monkeypatch):
+    """A schedule removes its pid file as it ends: if that happens while recover cancels it,
+    recover goes on (a lab run failed with FileNotFoundError there)."""
+    state = tmp_path / "faults"
+    state.mkdir()
+    ending, gone = state / "pause_process-1.schedule0.pid", state / "kill-2.schedule0.pid"
+    ending.write_text("4242\n")
+    gone.write_text("4343\n")
+    killed: list[int] = []
+
+    def kill_and_end(pid: int, sig: int) -> None:
+        killed.append(pid)
+        ending.unlink()  # the schedule's own cleanup, as it dies
+        gone.unlink(missing_ok=True)  # and another one, before recover reads it
+
+    monkeypatch.setattr(agent, "own_netns", lambda: "net:[1]")
+    monkeypatch.setattr(agent, "on_this_host", lambda pid, netns: True)
+    monkeypatch.setattr(agent, "is_kit_process", lambda pid: True)
+    monkeypatch.setattr(agent.os, "kill", kill_and_end)
+    monkeypatch.setattr(agent, "all_pids", lambda: [])
+    monkeypatch.setattr(agent, "remove_nfqueue_rules", lambda: 0)
+    monkeypatch.setattr(agent, "has_tool", lambda tool: False)
+    answer = agent.recover(state, "", [])
+    # kill-2 comes first: it is cancelled, and both files go; pause_process-1 is then gone
+    # before recover reads it.
+    assert killed == [4343], killed
+    assert answer["repaired"] == ["cancelled schedule0 (pid 4343)"]
+    assert list(state.iterdir()) == []

@@ -747,9 +747,12 @@ def recover(state_dir: Path, iface: str, supervisorctl: list[str]) -> dict[str, 
     """Cancel pending schedules, undo every kind of fault the kit applies, restart daemons."""
     repaired: list[str] = []
     netns = own_netns()
+    # A schedule that ends on its own removes its pid file: one may go at any moment here.
     for pid_path in sorted(state_dir.glob("*.pid")) if state_dir.is_dir() else []:
         try:
             pid = int(pid_path.read_text().strip())
+        except FileNotFoundError:
+            continue
         except ValueError:
             pid = 0
         if pid and on_this_host(pid, netns) and is_kit_process(pid):
@@ -758,7 +761,7 @@ def recover(state_dir: Path, iface: str, supervisorctl: list[str]) -> dict[str, 
                 repaired.append(f"cancelled {pid_path.name.split('.')[-2]} (pid {pid})")
             except ProcessLookupError:
                 pass
-        pid_path.unlink()
+        pid_path.unlink(missing_ok=True)
     for pid in all_pids():
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
