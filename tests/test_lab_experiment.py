@@ -205,10 +205,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         # flink-<user>-client-<host>.log, and the service account owns it.
         client_log = on_lab_host(
             converged["node1"],
-            "stat",
-            "-c",
-            "%U %Y",
-            "/var/log/streamlab/flink/flink-streamlab-client-node1.log",
+            "stat -c '%U %Y' /var/log/streamlab/flink/flink-streamlab-client-node1.log",
         )
         owner, modified_s = client_log.stdout.split()
         assert owner == "streamlab" and int(modified_s) >= int(started_s), client_log.stdout
