@@ -8,6 +8,7 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
+from producer import kafka_security
 from producer.files import new_output_problem
 
 
@@ -64,6 +65,27 @@ def bootstrap_servers(text: str) -> list[str]:
     if not servers:
         raise argparse.ArgumentTypeError("no broker given; expected HOST:PORT[,HOST:PORT...]")
     return servers
+
+
+def kafka_client_config(path: str) -> dict[str, object]:
+    """A Kafka client properties file -> kafka-python connection settings."""
+    try:
+        return kafka_security.load_client_settings(path)
+    except kafka_security.ClientConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def add_kafka_config(parser: argparse.ArgumentParser) -> None:
+    """The --kafka-config option every Kafka client of the kit takes."""
+    parser.add_argument(
+        "--kafka-config",
+        dest="kafka_security",
+        type=kafka_client_config,
+        default={},
+        metavar="FILE",
+        help="a Kafka client properties file (security.protocol, sasl.*, ssl.truststore.*); "
+        "without it, PLAINTEXT",
+    )
 
 
 CONFIG_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -315,6 +315,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Record every record of the result topic until the run has drained.",
     )
     parser.add_argument("--bootstrap", required=True, type=arguments.bootstrap_servers)
+    arguments.add_kafka_config(parser)
     parser.add_argument("--topic", required=True, help="the engine's result topic")
     parser.add_argument(
         "--out", required=True, type=arguments.new_output_file, help="DIR/received.jsonl (new)"
@@ -408,9 +409,9 @@ def open_sampling(args: argparse.Namespace, clock: Clock) -> Sampling:
         return NoSampling()
     from producer.offsets import REQUEST_TIMEOUT_MS, KafkaOffsets
 
-    bootstrap = args.bootstrap
+    bootstrap, security = args.bootstrap, args.kafka_security
     sampler = LagSampler(
-        lambda: KafkaOffsets(bootstrap), args.input_topic, args.topic, args.group, clock
+        lambda: KafkaOffsets(bootstrap, security), args.input_topic, args.topic, args.group, clock
     )
     return ThreadedSampling(sampler, args.sample_interval_s, REQUEST_TIMEOUT_MS / 1000 + 1)
 
@@ -429,12 +430,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.overload_until_ms,
     )
     try:
-        consumer = kafka_clients.open_consumer(args.bootstrap, args.isolation_level)
+        consumer = kafka_clients.open_consumer(
+            args.bootstrap, args.isolation_level, args.kafka_security
+        )
     except kafka_clients.StartupError as error:
         print(f"collect: {error}", file=sys.stderr)
         return EXIT_ERROR
     progress = Progress("collect", None, args.progress_interval)
-    client = kafka_clients.describe_consumer(args.isolation_level)
+    client = kafka_clients.describe_consumer(args.isolation_level, args.kafka_security)
     clock = SystemClock()
     with StopSignals() as stop:
         summary = run_collector(

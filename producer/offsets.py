@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.structs import TopicPartition
 
-from producer.kafka_clients import CONSUMER_SETTINGS
+from producer.kafka_clients import CONSUMER_SETTINGS, NO_SECURITY
 
 # Each request of a sample gives up after this long: a sample is late at worst by that much.
 REQUEST_TIMEOUT_MS = 5_000
@@ -20,11 +20,11 @@ class KafkaOffsets:
     never touches the fetches that timestamp results.
     """
 
-    def __init__(self, bootstrap: list[str]) -> None:
+    def __init__(self, bootstrap: list[str], security: Mapping[str, object] = NO_SECURITY) -> None:
         self._consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             request_timeout_ms=REQUEST_TIMEOUT_MS + 1_000,
-            **(CONSUMER_SETTINGS | {"client_id": "streamlab-lag"}),
+            **(CONSUMER_SETTINGS | {"client_id": "streamlab-lag"} | dict(security)),
         )
         try:
             self._admin = KafkaAdminClient(
@@ -32,6 +32,7 @@ class KafkaOffsets:
                 client_id="streamlab-lag",
                 request_timeout_ms=REQUEST_TIMEOUT_MS,
                 bootstrap_timeout_ms=REQUEST_TIMEOUT_MS,
+                **security,
             )
         except Exception:
             self._consumer.close()

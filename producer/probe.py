@@ -226,6 +226,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Wait until the engine job answers a probe on every input partition.",
     )
     parser.add_argument("--bootstrap", required=True, type=arguments.bootstrap_servers)
+    arguments.add_kafka_config(parser)
     parser.add_argument("--input-topic", required=True, help="the job's input topic")
     parser.add_argument("--result-topic", required=True, help="the job's result topic")
     parser.add_argument("--timeout-s", type=arguments.positive_seconds, default=120.0)
@@ -252,8 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     settings = ProbeSettings(args.input_topic, args.result_topic, args.timeout_s, args.resend_s)
     try:
-        sender = kafka_clients.open_probe_producer(args.bootstrap, args.input_topic)
-        consumer = kafka_clients.open_consumer(args.bootstrap, "read_uncommitted")
+        sender = kafka_clients.open_probe_producer(
+            args.bootstrap, args.input_topic, args.kafka_security
+        )
+        consumer = kafka_clients.open_consumer(
+            args.bootstrap, "read_uncommitted", args.kafka_security
+        )
     except kafka_clients.StartupError as error:
         print(f"probe: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN

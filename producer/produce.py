@@ -200,6 +200,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Send messages 1..COUNT at RATE msg/s and record which ones Kafka acked.",
     )
     parser.add_argument("--bootstrap", required=True, type=arguments.bootstrap_servers)
+    arguments.add_kafka_config(parser)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--count", required=True, type=arguments.positive_int)
     parser.add_argument("--rate", required=True, type=arguments.positive_rate, help="msg/s")
@@ -239,13 +240,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     start_ns = None if args.start_at_ms is None else args.start_at_ms * NS_PER_MS
     settings = ProduceSettings(args.topic, args.count, args.rate, args.seed, start_ns)
     try:
-        sender = kafka_clients.open_producer(args.bootstrap, args.topic, args.idempotence)
+        sender = kafka_clients.open_producer(
+            args.bootstrap, args.topic, args.idempotence, args.kafka_security
+        )
     except kafka_clients.StartupError as error:
         print(f"produce: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     progress = Progress("produce", settings.count, args.progress_interval)
     with StopSignals() as stop:
-        client = kafka_clients.describe_producer(args.idempotence)
+        client = kafka_clients.describe_producer(args.idempotence, args.kafka_security)
         summary = run_producer(settings, sender, args.out, SystemClock(), progress, stop, client)
     print(json.dumps(summary, indent=2))
     return exit_code(summary, stop)

@@ -70,6 +70,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m producer.topics", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--bootstrap", required=True, type=arguments.bootstrap_servers)
+    arguments.add_kafka_config(parser)
     parser.add_argument("--partitions", required=True, type=arguments.positive_int)
     parser.add_argument("--replication", required=True, type=arguments.positive_int)
     parser.add_argument("--timeout-s", type=arguments.positive_seconds, default=60.0)
@@ -95,7 +96,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, client_id="streamlab-topics")
+        admin = KafkaAdminClient(
+            bootstrap_servers=args.bootstrap, client_id="streamlab-topics", **args.kafka_security
+        )
         try:
             create_topics(
                 admin, args.topics, args.partitions, args.replication, args.configs, args.timeout_s

@@ -145,8 +145,8 @@ def test_at_the_timeout_it_names_the_partitions_that_never_answered(capsys, monk
     clock = SimulatedClock()
     sender = FakeProbeSender(clock)
     consumer = EngineOut(clock, sender, lambda p, m, ns: p == 0)
-    monkeypatch.setattr(kafka_clients, "open_probe_producer", lambda bootstrap, topic: sender)
-    monkeypatch.setattr(kafka_clients, "open_consumer", lambda bootstrap, isolation: consumer)
+    monkeypatch.setattr(kafka_clients, "open_probe_producer", lambda *_: sender)
+    monkeypatch.setattr(kafka_clients, "open_consumer", lambda *_: consumer)
     monkeypatch.setattr(probe, "SystemClock", lambda: clock)
     code = probe.main(
         ["--bootstrap", "h:9092", "--input-topic", "in", "--result-topic", "out"]
