@@ -30,6 +30,8 @@ public final class ReadBack {
     public static final String SINK_IDEMPOTENCE = PREFIX + "sink.idempotence";
     public static final String SINK_MAX_IN_FLIGHT = PREFIX + "sink.max_in_flight";
     public static final String SINK_DELIVERY_GUARANTEE = PREFIX + "sink.delivery_guarantee";
+    public static final String KAFKA_SECURITY_PROTOCOL = PREFIX + "kafka.security_protocol";
+    public static final String KAFKA_SASL_MECHANISM = PREFIX + "kafka.sasl_mechanism";
     public static final String KAFKA_CLIENTS_VERSION = PREFIX + "kafka_clients_version";
     public static final String CONNECTOR_VERSION = PREFIX + "connector_version";
     // Flink only.

@@ -40,7 +40,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * AT_LEAST_ONCE KafkaSink flushes (and waits for the acks) before every checkpoint completes; after a failure
  * the job restarts (fixed delay) from the last checkpoint and replays everything after it.
  *
- * <p>Options: --bootstrap --input-topic --output-topic --group-id [--checkpoint-interval-s 5] [--parallelism N]
+ * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--checkpoint-interval-s 5] [--parallelism N]
  * [--tolerable-failed-checkpoints 3] [--restart-attempts 1000000] [--restart-delay-s 2] and the sink options of
  * {@link SinkSettings} (--sink-acks all --sink-linger-ms 5 --sink-batch-size 65536 --sink-compression none
  * --sink-idempotence true --sink-max-in-flight 5).
@@ -57,16 +57,16 @@ public final class FlinkAtLeastOnceJob {
     /** Source -> enrich -> sink with equal parallelism and no repartitioning: one chained task. */
     static final String GROUPING_CHAINED = "forward (chained)";
 
-    private static final Set<String> OPTIONS = SinkSettings.withOptions(Set.of(
+    private static final Set<String> OPTIONS = KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
             "bootstrap", "input-topic", "output-topic", "group-id", "checkpoint-interval-s",
-            "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s"));
+            "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s")));
 
     private FlinkAtLeastOnceJob() {}
 
     /** Parsed job options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId,
                    long checkpointIntervalS, Integer parallelism, int tolerableFailedCheckpoints,
-                   int restartAttempts, long restartDelayS, SinkSettings sink) {
+                   int restartAttempts, long restartDelayS, SinkSettings sink, KafkaConnection kafka) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -80,7 +80,8 @@ public final class FlinkAtLeastOnceJob {
                     args.getInt("tolerable-failed-checkpoints", 3),
                     args.getInt("restart-attempts", 1_000_000),
                     args.getLong("restart-delay-s", 2),
-                    SinkSettings.from(args));
+                    SinkSettings.from(args),
+                    KafkaConnection.from(args));
             if (o.checkpointIntervalS <= 0) {
                 throw new IllegalArgumentException("--checkpoint-interval-s must be > 0");
             }
@@ -131,6 +132,7 @@ public final class FlinkAtLeastOnceJob {
 
         KafkaSource<KafkaRecord> source = KafkaSource.<KafkaRecord>builder()
                 .setBootstrapServers(options.bootstrap())
+                .setProperties(options.kafka().toProperties())
                 .setTopics(options.inputTopic())
                 .setGroupId(options.groupId())
                 // Resume from the group's committed offsets (committed on checkpoint completion); start from
@@ -166,9 +168,16 @@ public final class FlinkAtLeastOnceJob {
         return KafkaSink.<KafkaRecord>builder()
                 .setBootstrapServers(options.bootstrap())
                 .setDeliveryGuarantee(DELIVERY_GUARANTEE)
-                .setKafkaProducerConfig(options.sink().toProperties())
+                .setKafkaProducerConfig(producerProperties(options))
                 .setRecordSerializer(new KeyValueSerializer(options.outputTopic()))
                 .build();
+    }
+
+    /** The shared sink settings plus the connection settings. */
+    static Properties producerProperties(Options options) {
+        Properties props = options.sink().toProperties();
+        props.putAll(options.kafka().toProperties());
+        return props;
     }
 
     /** The {@code streamlab.*} entries, each taken from the object Flink will run with. */
@@ -187,6 +196,7 @@ public final class FlinkAtLeastOnceJob {
         out.put(ReadBack.SINK_TASKS, Integer.toString(sink.getParallelism()));
         out.put(ReadBack.GROUPING, grouping(env, source, enrich, sink));
         out.putAll(SinkSettings.describe(producerConfig));
+        out.putAll(KafkaConnection.describe(producerConfig));
         out.put(ReadBack.SINK_DELIVERY_GUARANTEE, DELIVERY_GUARANTEE.toString());
         out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
         out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));

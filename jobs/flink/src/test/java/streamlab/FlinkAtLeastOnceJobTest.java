@@ -8,7 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -32,6 +35,7 @@ import org.apache.flink.streaming.api.graph.StreamNode;
 import org.apache.flink.streaming.runtime.partitioner.ForwardPartitioner;
 import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class FlinkAtLeastOnceJobTest {
     private static final String[] ARGS = {
@@ -53,6 +57,19 @@ class FlinkAtLeastOnceJobTest {
         assertEquals(2, o.restartDelayS());
         assertEquals(DEFAULT_PRODUCER, Map.copyOf(o.sink().toProperties()));
         assertEquals("streamlab-flink-in", o.jobName());
+    }
+
+    @Test
+    void theSinkConnectsWithTheClientConfiguration(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("client.properties");
+        Files.writeString(file, "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n");
+        String[] argv = Arrays.copyOf(ARGS, ARGS.length + 2);
+        argv[ARGS.length] = "--kafka-config";
+        argv[ARGS.length + 1] = file.toString();
+        FlinkAtLeastOnceJob.Options options = FlinkAtLeastOnceJob.Options.parse(argv);
+        Properties producer = FlinkAtLeastOnceJob.producerConfig(FlinkAtLeastOnceJob.sink(options));
+        assertEquals("SASL_SSL", producer.get("security.protocol"));
+        assertEquals("SCRAM-SHA-512", producer.get("sasl.mechanism"));
     }
 
     @Test
@@ -136,6 +153,8 @@ class FlinkAtLeastOnceJobTest {
         expected.put("streamlab.sink.compression", "lz4");
         expected.put("streamlab.sink.idempotence", "true");
         expected.put("streamlab.sink.max_in_flight", "5");
+        expected.put("streamlab.kafka.security_protocol", "PLAINTEXT");
+        expected.put("streamlab.kafka.sasl_mechanism", "(none)");
         expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
         expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
         expected.put("streamlab.connector_version", ReadBack.buildProperties(FlinkAtLeastOnceJob.class)

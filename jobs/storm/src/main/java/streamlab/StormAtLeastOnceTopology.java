@@ -41,7 +41,7 @@ import org.apache.storm.utils.VersionInfo;
  * the producer confirmed the write and fails the tuple otherwise; failed or timed-out tuples
  * (topology.message.timeout.secs) are replayed by the spout.
  *
- * <p>Options: --bootstrap --input-topic --output-topic --group-id [--name streamlab-storm-&lt;input-topic&gt;]
+ * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--name streamlab-storm-&lt;input-topic&gt;]
  * [--workers 2] [--spout-parallelism W] [--bolt-parallelism S] [--message-timeout-s 30]
  * [--max-spout-pending 1000] [--ackers W] [--offset-commit-period-ms 30000] [--wait-strategy park|progressive]
  * [--wait-park-us 100] and the sink options of {@link SinkSettings} (--sink-acks all --sink-linger-ms 5
@@ -61,10 +61,10 @@ public final class StormAtLeastOnceTopology {
     static final String WAIT_PARK = "park";
     static final String WAIT_PROGRESSIVE = "progressive";
 
-    private static final Set<String> OPTIONS = SinkSettings.withOptions(Set.of(
+    private static final Set<String> OPTIONS = KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
             "bootstrap", "input-topic", "output-topic", "group-id", "name", "workers", "spout-parallelism",
             "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers", "offset-commit-period-ms",
-            "wait-strategy", "wait-park-us"));
+            "wait-strategy", "wait-park-us")));
 
     private StormAtLeastOnceTopology() {}
 
@@ -72,7 +72,7 @@ public final class StormAtLeastOnceTopology {
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId, String name,
                    int workers, int spoutParallelism, int boltParallelism, int messageTimeoutS,
                    int maxSpoutPending, int ackers, long offsetCommitPeriodMs, String waitStrategy,
-                   long waitParkUs, SinkSettings sink) {
+                   long waitParkUs, SinkSettings sink, KafkaConnection kafka) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -94,7 +94,8 @@ public final class StormAtLeastOnceTopology {
                     args.getLong("offset-commit-period-ms", KafkaSpoutConfig.DEFAULT_OFFSET_COMMIT_PERIOD_MS),
                     args.getChoice("wait-strategy", WAIT_PARK, Set.of(WAIT_PARK, WAIT_PROGRESSIVE)),
                     args.getLong("wait-park-us", 100),
-                    SinkSettings.from(args));
+                    SinkSettings.from(args),
+                    KafkaConnection.from(args));
             if (o.workers < 1 || o.spoutParallelism < 1 || o.boltParallelism < 1 || o.messageTimeoutS < 1
                     || o.maxSpoutPending < 1 || o.offsetCommitPeriodMs < 1) {
                 throw new IllegalArgumentException("counts, timeouts and periods must be >= 1");
@@ -170,6 +171,7 @@ public final class StormAtLeastOnceTopology {
         out.put(ReadBack.SINK_TASKS, Integer.toString(sink.get_common().get_parallelism_hint()));
         out.put(ReadBack.GROUPING, grouping(enrich, sink));
         out.putAll(SinkSettings.describe(producerConfig));
+        out.putAll(KafkaConnection.describe(producerConfig));
         // The KafkaBolt acks a tuple only in the producer callback of a successful write (fireAndForget=false).
         out.put(ReadBack.SINK_DELIVERY_GUARANTEE, ReadBack.AT_LEAST_ONCE);
         out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
@@ -223,6 +225,7 @@ public final class StormAtLeastOnceTopology {
     static KafkaSpoutConfig<String, String> spoutConfig(Options options) {
         return KafkaSpoutConfig.builder(options.bootstrap(), options.inputTopic())
                 .setGroupId(options.groupId())
+                .setProp(options.kafka().toProperties())
                 .setProcessingGuarantee(KafkaSpoutConfig.ProcessingGuarantee.AT_LEAST_ONCE)
                 // Resume from the group's committed offset; from the earliest offset if it has none.
                 .setFirstPollOffsetStrategy(FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST)
@@ -234,6 +237,7 @@ public final class StormAtLeastOnceTopology {
     /** The shared sink settings plus this producer's bootstrap servers and (String) serializers. */
     static Properties producerProperties(Options options) {
         Properties props = options.sink().toProperties();
+        props.putAll(options.kafka().toProperties());
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, options.bootstrap());
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());

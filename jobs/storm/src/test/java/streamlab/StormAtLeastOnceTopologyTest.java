@@ -8,6 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -31,6 +33,7 @@ import org.apache.storm.utils.Utils;
 import org.apache.storm.utils.VersionInfo;
 import org.apache.storm.validation.ConfigValidation;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class StormAtLeastOnceTopologyTest {
     private static final String[] ARGS = {
@@ -144,6 +147,8 @@ class StormAtLeastOnceTopologyTest {
         expected.put("streamlab.sink.compression", "lz4");
         expected.put("streamlab.sink.idempotence", "true");
         expected.put("streamlab.sink.max_in_flight", "5");
+        expected.put("streamlab.kafka.security_protocol", "PLAINTEXT");
+        expected.put("streamlab.kafka.sasl_mechanism", "(none)");
         expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
         expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
         expected.put("streamlab.connector_version", VersionInfo.getVersion());
@@ -252,6 +257,17 @@ class StormAtLeastOnceTopologyTest {
         assertEquals("k", bad.get(0));
         assertEquals("{oops", new ObjectMapper().readTree((String) bad.get(1)).get("malformed").asText());
         assertNull(StormAtLeastOnceTopology.EnrichBolt.process(null, "nope").get(0));
+    }
+
+    @Test
+    void theSpoutAndTheSinkBothConnectWithTheClientConfiguration(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("client.properties");
+        Files.writeString(file, "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n");
+        StormAtLeastOnceTopology.Options options = parse(append(ARGS, "--kafka-config", file.toString()));
+        assertEquals("SASL_SSL", StormAtLeastOnceTopology.spoutConfig(options).getKafkaProps().get("security.protocol"));
+        Properties producer = StormAtLeastOnceTopology.producerProperties(options);
+        assertEquals("SASL_SSL", producer.get("security.protocol"));
+        assertEquals("SCRAM-SHA-512", producer.get("sasl.mechanism"));
     }
 
     private static StormAtLeastOnceTopology.Options parse(String... argv) {
