@@ -127,6 +127,9 @@ def run_module(
         cwd=REPO,
         env={
             "ANSIBLE_LIBRARY": ":".join(str(path) for path in sorted(REPO.glob("roles/*/library"))),
+            "ANSIBLE_MODULE_UTILS": ":".join(
+                str(path) for path in sorted(REPO.glob("roles/*/module_utils"))
+            ),
             "ANSIBLE_LOCALHOST_WARNING": "false",
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "true",
             "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
@@ -259,6 +262,35 @@ def storm_probe(lab: dict[str, str], *args: str) -> dict:
 def role_default(role: str, name: str) -> object:
     """A role's default value of a setting (roles/<role>/defaults/main.yml)."""
     return yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())[name]
+
+
+LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
+# The Kafka client properties file an experiment writes on the hosts its clients start on.
+LAB_KAFKA_CLIENT_CONFIG = "/etc/streamlab/kafka-client.properties"
+
+
+def lab_kafka_settings() -> dict[str, object]:
+    """kafka-python keyword arguments that reach the test hosts' Kafka the way the kit's clients do.
+
+    SASL_SSL with the lab's SCRAM user and the kit's CA (on this control node, kafka_tls_dir) when
+    the lab turns kafka_sasl_enabled on; nothing (PLAINTEXT) otherwise.
+    """
+    from producer.kafka_security import client_settings
+
+    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text())
+    if not group_vars.get("kafka_sasl_enabled"):
+        return {}
+    username = group_vars.get("kafka_sasl_username", role_default("kafka", "kafka_sasl_username"))
+    ca = Path.home() / ".streamlab" / "kafka-pki" / "ca.pem"
+    return client_settings(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": f'x required username="{username}" '
+            f'password="{group_vars["kafka_sasl_password"]}";',
+            "ssl.truststore.location": str(ca),
+        }
+    )
 
 
 def lab_hosts() -> dict[str, str]:

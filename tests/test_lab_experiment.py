@@ -17,6 +17,7 @@ from kafka import KafkaAdminClient
 from conftest import (
     LAB_INVENTORY,
     BackgroundPlaybook,
+    lab_kafka_settings,
     on_lab_host,
     role_default,
     run_playbook,
@@ -33,7 +34,7 @@ RATE = 2_000
 
 
 def topics(lab: dict[str, str]) -> set[str]:
-    admin = KafkaAdminClient(bootstrap_servers=f"{lab['node1']}:9092")
+    admin = KafkaAdminClient(bootstrap_servers=f"{lab['node1']}:9092", **lab_kafka_settings())
     try:
         return set(admin.list_topics())
     finally:

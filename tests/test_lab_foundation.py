@@ -13,7 +13,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from conftest import LAB_INVENTORY, daemon_down, on_lab_host, run_playbook, wait_until
+from conftest import (
+    LAB_INVENTORY,
+    daemon_down,
+    lab_kafka_settings,
+    on_lab_host,
+    run_playbook,
+    wait_until,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -26,7 +33,9 @@ def zookeeper_says(address: str, word: str) -> str:
 
 def live_brokers(addresses: list[str]) -> list[int]:
     admin = KafkaAdminClient(
-        bootstrap_servers=[f"{a}:9092" for a in addresses], request_timeout_ms=5000
+        bootstrap_servers=[f"{a}:9092" for a in addresses],
+        request_timeout_ms=5000,
+        **lab_kafka_settings(),
     )
     try:
         return sorted(
@@ -115,10 +124,12 @@ def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
     assert live_brokers(addresses) == [1, 2, 3]
     bootstrap = [f"{a}:9092" for a in addresses]
     topic = f"roundtrip-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **lab_kafka_settings())
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", retries=5, **lab_kafka_settings()
+    )
     futures = [producer.send(topic, str(i).encode()) for i in range(1000)]
     producer.flush(timeout=60)
     assert all(f.get(timeout=30).offset >= 0 for f in futures)
@@ -126,6 +137,7 @@ def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
+        **lab_kafka_settings(),
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         consumer_timeout_ms=15000,

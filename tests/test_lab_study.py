@@ -27,7 +27,7 @@ from kafka.errors import TopicAlreadyExistsError
 from analysis.study import spec
 from analysis.study.kit import Kit
 from analysis.study.plan import expand
-from conftest import LAB_INVENTORY, REPO, wait_until
+from conftest import LAB_INVENTORY, REPO, lab_kafka_settings, wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -63,7 +63,7 @@ def occupy_run_id_topics(lab: dict[str, str]) -> None:
     them before attempts got their own names: the study must not trip over them."""
     kit = Kit.load()
     run_ids = [run.run_id for run in expand(spec.load(SPEC, kit), kit, "smoke")]
-    admin = KafkaAdminClient(bootstrap_servers=f"{lab['node1']}:9092")
+    admin = KafkaAdminClient(bootstrap_servers=f"{lab['node1']}:9092", **lab_kafka_settings())
     try:
         for run_id in run_ids:
             for end in ("in", "out"):

@@ -15,7 +15,15 @@ import yaml
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from conftest import LAB_INVENTORY, REPO, flink_cli_run, on_lab_host, run_playbook
+from conftest import (
+    LAB_INVENTORY,
+    LAB_KAFKA_CLIENT_CONFIG,
+    REPO,
+    flink_cli_run,
+    lab_kafka_settings,
+    on_lab_host,
+    run_playbook,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -79,6 +87,8 @@ def submit_flink_job(lab: dict[str, str], prefix: str) -> str:
         ["--class", "streamlab.FlinkAtLeastOnceJob"],
         [
             *("--bootstrap", bootstrap, "--input-topic", f"{prefix}-in"),
+            # written on node1 by the experiment that built the jar
+            *("--kafka-config", LAB_KAFKA_CLIENT_CONFIG),
             *("--output-topic", f"{prefix}-out", "--group-id", f"{prefix}-flink"),
             *("--checkpoint-interval-s", "5", "--tolerable-failed-checkpoints", "3"),
             *("--parallelism", "1"),
@@ -100,7 +110,9 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     results_before = results_snapshot()
     prefix = f"streamlab-teardown-{uuid.uuid4().hex[:8]}"
     foreign = f"not-the-kit-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=[f"{a}:9092" for a in lab.values()])
+    admin = KafkaAdminClient(
+        bootstrap_servers=[f"{a}:9092" for a in lab.values()], **lab_kafka_settings()
+    )
     try:
         admin.create_topics(
             [NewTopic(name, 1, 1) for name in (f"{prefix}-in", f"{prefix}-out", foreign)]

@@ -10,6 +10,12 @@ description:
   - Runs where kafka-python is installed (the control node's virtualenv).
 options:
   bootstrap_servers: {description: host:port list., type: list, elements: str, required: true}
+  security:
+    description: >-
+      How to connect: {} for PLAINTEXT, or protocol, mechanism, username, password and ca_pem
+      (SASL_SSL).
+    type: dict
+    default: {}
   timeout_ms: {description: Request timeout., type: int, default: 10000}
 """
 
@@ -20,6 +26,7 @@ cluster_id: {description: Cluster id., type: str}
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kafka_connection import SECURITY_OPTION, client_settings
 
 try:
     from kafka import KafkaAdminClient
@@ -32,6 +39,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
+            "security": SECURITY_OPTION,
             "timeout_ms": {"type": "int", "default": 10000},
         },
         supports_check_mode=True,
@@ -43,6 +51,7 @@ def main() -> None:
     try:
         admin = KafkaAdminClient(
             bootstrap_servers=p["bootstrap_servers"],
+            **client_settings(p["security"]),
             request_timeout_ms=p["timeout_ms"],
             client_id="streamlab-health",
         )

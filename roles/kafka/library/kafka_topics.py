@@ -14,6 +14,12 @@ description:
     fails unless C(unreachable_ok) (then C(reachable=false) and the error in C(msg)).
 options:
   bootstrap_servers: {description: host:port list., type: list, elements: str, required: true}
+  security:
+    description: >-
+      How to connect: {} for PLAINTEXT, or protocol, mechanism, username, password and ca_pem
+      (SASL_SSL).
+    type: dict
+    default: {}
   prefix: {description: Name prefix of the topics to delete., type: str, required: true}
   state:
     description: "absent deletes; listed lists."
@@ -34,6 +40,7 @@ reachable: {description: Whether the cluster answered., type: bool}
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kafka_connection import SECURITY_OPTION, client_settings
 
 try:
     from kafka import KafkaAdminClient
@@ -58,6 +65,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "bootstrap_servers": {"type": "list", "elements": "str", "required": True},
+            "security": SECURITY_OPTION,
             "prefix": {"type": "str", "required": True},
             "state": {"type": "str", "choices": ["absent", "listed"], "default": "absent"},
             "unreachable_ok": {"type": "bool", "default": False},
@@ -76,6 +84,7 @@ def main() -> None:
     try:
         admin = KafkaAdminClient(
             bootstrap_servers=p["bootstrap_servers"],
+            **client_settings(p["security"]),
             request_timeout_ms=p["timeout_ms"],
             client_id="streamlab-teardown",
         )

@@ -1,0 +1,207 @@
+#!/usr/bin/python
+"""Ansible module: the kit's certificate authority for Kafka and one key store per broker."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kafka_pki
+short_description: Keep a certificate authority and each broker's TLS key store on the control node
+description:
+  - Runs on the control node (cryptography, which ansible-core needs, is there). The CA's key
+    never leaves it; each broker gets a PKCS12 key store (its key and a certificate the CA signed
+    for its names and addresses) and the password of that key store.
+  - A certificate is issued again when it is missing, was signed by another CA, names other hosts
+    or addresses, or expires within 30 days. Otherwise nothing changes.
+options:
+  dir: {description: Directory of the CA and key stores (created 0700)., type: path, required: true}
+  hosts:
+    description: Inventory name -> the broker's cluster address; its certificate names both.
+    type: dict
+    required: true
+  days: {description: Validity of a broker certificate in days., type: int, default: 825}
+"""
+
+RETURN = r"""
+ca_pem: {description: The CA certificate (PEM)., type: str}
+keystores: {description: "Inventory name -> {path, password_file}.", type: dict}
+issued: {description: Inventory names whose certificate was issued in this run., type: list}
+"""
+
+import datetime
+import ipaddress
+import os
+import secrets
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ImportError:  # reported below with a hint
+    x509 = None
+
+CA_DAYS = 3650
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def write_private(path: str, data: bytes) -> None:
+    """Write data so that the file is never readable by others, even while written."""
+    temporary = path + ".tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
+
+
+def load_or_make_ca(directory: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, bool]:
+    key_path, cert_path = os.path.join(directory, "ca.key"), os.path.join(directory, "ca.pem")
+    if os.path.exists(key_path) and os.path.exists(cert_path):
+        with open(key_path, "rb") as handle:
+            key = serialization.load_pem_private_key(handle.read(), password=None)
+        with open(cert_path, "rb") as handle:
+            cert = x509.load_pem_x509_certificate(handle.read())
+        return key, cert, False
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "streamlab Kafka CA")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now() - datetime.timedelta(minutes=5))
+        .not_valid_after(now() + datetime.timedelta(days=CA_DAYS))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    write_private(
+        key_path,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return key, cert, True
+
+
+def general_names(names: list[str]) -> list:
+    out = []
+    for name in names:
+        try:
+            out.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            out.append(x509.DNSName(name))
+    return out
+
+
+def current(cert_path: str, ca_cert: x509.Certificate, names: list[str]) -> bool:
+    """The broker certificate there is the CA's, names exactly these names and is not expiring."""
+    try:
+        with open(cert_path, "rb") as handle:
+            cert = x509.load_pem_x509_certificate(handle.read())
+        cert.verify_directly_issued_by(ca_cert)
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, TypeError, x509.ExtensionNotFound, x509.InvalidSignature):
+        return False
+    wanted = set(general_names(names))
+    return set(sans) == wanted and cert.not_valid_after_utc - now() > RENEW_BEFORE
+
+
+def issue(
+    directory: str,
+    host: str,
+    names: list[str],
+    days: int,
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now() - datetime.timedelta(minutes=5))
+        .not_valid_after(now() + datetime.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(general_names(names)), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    password = secrets.token_urlsafe(24)
+    store = pkcs12.serialize_key_and_certificates(
+        b"kafka",
+        key,
+        cert,
+        [ca_cert],
+        serialization.BestAvailableEncryption(password.encode()),
+    )
+    base = os.path.join(directory, host)
+    write_private(base + ".p12.password", password.encode())
+    write_private(base + ".p12", store)
+    write_private(base + ".pem", cert.public_bytes(serialization.Encoding.PEM))
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "dir": {"type": "path", "required": True},
+            "hosts": {"type": "dict", "required": True},
+            "days": {"type": "int", "default": 825},
+        },
+        supports_check_mode=False,
+    )
+    if x509 is None:
+        module.fail_json(
+            msg="the cryptography package is missing on the control node: run `make setup`"
+        )
+    directory, days = module.params["dir"], module.params["days"]
+    if days < 31:
+        module.fail_json(
+            msg=f"kafka_tls_days={days}: give 31 days or more "
+            "(certificates are renewed 30 days before they expire)"
+        )
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    ca_key, ca_cert, changed = load_or_make_ca(directory)
+    keystores, issued = {}, []
+    for host, address in sorted(module.params["hosts"].items()):
+        if not address:
+            module.fail_json(msg=f"{host} has no cluster address to put in its certificate")
+        names = [str(address)] + ([host] if host != str(address) else [])
+        base = os.path.join(directory, host)
+        ready = all(os.path.exists(base + suffix) for suffix in (".p12", ".p12.password"))
+        if not (ready and current(base + ".pem", ca_cert, names)):
+            issue(directory, host, names, days, ca_key, ca_cert)
+            issued.append(host)
+        keystores[host] = {"path": base + ".p12", "password_file": base + ".p12.password"}
+    module.exit_json(
+        changed=changed or bool(issued),
+        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM).decode(),
+        keystores=keystores,
+        issued=issued,
+    )
+
+
+if __name__ == "__main__":
+    main()
