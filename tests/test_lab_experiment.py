@@ -16,6 +16,7 @@ from kafka import KafkaAdminClient
 
 from conftest import (
     LAB_INVENTORY,
+    LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
     lab_kafka_settings,
     on_lab_host,
@@ -200,6 +201,14 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert all(msg_id < 0 for msg_id in record["probe"]["probe_ids"])
     settings = record["settings"]
     assert {name: settings.get(name) for name in EQUAL_FOOTING} == EQUAL_FOOTING
+    # The job's Kafka clients connected as the lab's Kafka asks (the sink the job really built).
+    sasl = bool(lab_kafka_settings())
+    assert settings["kafka.security_protocol"] == ("SASL_SSL" if sasl else "PLAINTEXT")
+    assert settings["kafka.sasl_mechanism"] == ("SCRAM-SHA-512" if sasl else "(none)")
+    # The client configuration the run's clients read may hold the password: root and the
+    # service account read it, no one else.
+    done = on_lab_host(converged["node1"], f"stat -c '%U:%G %a' {LAB_KAFKA_CLIENT_CONFIG}")
+    assert done.stdout.split() == ["root:streamlab", "640"], done.stdout
     assert settings["kafka_clients_version"] == record["versions"][f"{engine}_kafka_clients"]
     if engine == "flink":
         # The CLI submitted the job as the service account during this run: Flink names its log

@@ -1,0 +1,75 @@
+"""kafka_pki: the kit's CA and the brokers' key stores on the control node."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import pkcs12
+
+from conftest import run_module
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def keystore(directory, host):
+    password = (directory / f"{host}.p12.password").read_bytes()
+    return pkcs12.load_pkcs12((directory / f"{host}.p12").read_bytes(), password)
+
+
+def test_issues_a_key_store_per_broker_once_and_keeps_the_ca_private(tmp_path):
+    pki = tmp_path / "pki"
+    hosts = {"node1": "10.77.0.11", "node2": "10.77.0.12"}
+    rc, first = run_module("kafka_pki", {"dir": str(pki), "hosts": hosts})
+    assert rc == 0, first
+    assert first["changed"] is True
+    assert sorted(first["issued"]) == ["node1", "node2"]
+    assert mode(pki) == 0o700
+    for name in ("ca.key", "node1.p12", "node1.p12.password", "node2.p12"):
+        assert mode(pki / name) == 0o600, name
+    ca = x509.load_pem_x509_certificate((pki / "ca.pem").read_bytes())
+    assert first["ca_pem"] == (pki / "ca.pem").read_text()
+    store = keystore(pki, "node1")
+    cert = store.cert.certificate
+    cert.verify_directly_issued_by(ca)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["10.77.0.11"]
+    assert names.get_values_for_type(x509.DNSName) == ["node1"]
+    assert "ca.key" not in str(first["keystores"])
+
+    rc, second = run_module("kafka_pki", {"dir": str(pki), "hosts": hosts})
+    assert rc == 0 and second["changed"] is False and second["issued"] == [], second
+
+    # A broker whose address changed gets a certificate for it; the other keeps its own.
+    rc, third = run_module("kafka_pki", {"dir": str(pki), "hosts": hosts | {"node2": "10.77.0.22"}})
+    assert rc == 0 and third["issued"] == ["node2"], third
+    names = keystore(pki, "node2").cert.certificate.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert [str(a) for a in names.value.get_values_for_type(x509.IPAddress)] == ["10.77.0.22"]
+
+
+def test_the_jdk_reads_the_key_store_kafka_is_given(tmp_path):
+    pki = tmp_path / "pki"
+    rc, result = run_module("kafka_pki", {"dir": str(pki), "hosts": {"node1": "10.77.0.11"}})
+    assert rc == 0, result
+    listed = subprocess.run(
+        ["keytool", "-list", "-storetype", "PKCS12", "-keystore", str(pki / "node1.p12")]
+        + ["-storepass", (pki / "node1.p12.password").read_text()],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "PrivateKeyEntry" in listed.stdout
+
+
+def test_refuses_a_validity_it_would_renew_at_once(tmp_path):
+    rc, result = run_module(
+        "kafka_pki", {"dir": str(tmp_path), "hosts": {"node1": "10.77.0.11"}, "days": 30}
+    )
+    assert rc != 0
+    assert "give 31 days or more" in result["msg"]
