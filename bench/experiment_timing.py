@@ -25,6 +25,8 @@ BOOTSTRAP = "10.77.0.11:9092,10.77.0.12:9092,10.77.0.13:9092"
 SSH = ["ssh", "-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"]
 SSH += ["-o", "UserKnownHostsFile=/srv/lab/ssh/known_hosts", f"root@{DRIVER}"]
 PYTHON = "env PYTHONPATH=/opt/streamlab/driver /opt/streamlab/venv/bin/python"
+# How the kit's clients connect to the lab's Kafka (SASL_SSL there): the file experiments write.
+KAFKA = f"--bootstrap {BOOTSTRAP} --kafka-config /etc/streamlab/kafka-client.properties"
 
 
 def on_driver(command: str) -> str:
@@ -40,11 +42,11 @@ def produce_alone(count: int, rate: float) -> dict:
     topic = f"streamlab-bench-{uuid.uuid4().hex[:8]}"
     work = f"/tmp/{topic}"
     on_driver(
-        f"{PYTHON} -m producer.topics --bootstrap {BOOTSTRAP} --partitions 4 --replication 3 "
+        f"{PYTHON} -m producer.topics {KAFKA} --partitions 4 --replication 3 "
         f"{topic} && mkdir -p {work}"
     )
     on_driver(
-        f"{PYTHON} -m producer.produce --bootstrap {BOOTSTRAP} --topic {topic} --count {count} "
+        f"{PYTHON} -m producer.produce {KAFKA} --topic {topic} --count {count} "
         f"--rate {rate} --seed 1 --out {work}/produced.jsonl > {work}/log 2>&1"
     )
     return json.loads(on_driver(f"cat {work}/produced.summary.json && rm -rf {shlex.quote(work)}"))
@@ -92,7 +94,8 @@ def main() -> None:
     unthrottled = produce_alone(args.capacity_count, 1_000_000)
     print(
         f"  producer alone, unthrottled, acks=all: {unthrottled['achieved_rate']:9.0f} msg/s "
-        f"sustained over {args.capacity_count} messages ({unthrottled['errors']} errors)"
+        f"sustained over {args.capacity_count} messages ({unthrottled['errors']} errors, "
+        f"{unthrottled['client']['security_protocol']})"
     )
     paced = produce_alone(args.paced_count, 5_000)
     error = abs(paced["achieved_rate"] - 5_000) / 5_000 * 100

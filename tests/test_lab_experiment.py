@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from kafka import KafkaAdminClient
 
 from conftest import (
+    LAB_GROUP_VARS,
     LAB_INVENTORY,
     LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
@@ -53,6 +55,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 # The same names, with the same values, in both engines' run.json `settings`, as each engine
 # reported them (Flink's REST job configuration, Storm's topology configuration from Nimbus).
+LAB_SECRETS = yaml.safe_load(LAB_GROUP_VARS.read_text())
 EQUAL_FOOTING = {
     "source_tasks": 4,
     "sink.acks": "all",
@@ -250,6 +253,20 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     # The producer ran with kafka-python's checksums in C: the pinned crc32c wheel fits the host.
     client = json.loads((out / "produced.summary.json").read_text())["client"]
     assert client["crc32c"] == "C extension" and record["versions"]["crc32c"] == "2.9.post0"
+    # The producer and the collector connected as the jobs did.
+    collector = summary["client"]
+    assert (
+        client["security_protocol"]
+        == collector["security_protocol"]
+        == settings["kafka.security_protocol"]
+    )
+    # No secret of the lab is in the result directory or the playbook's output.
+    secrets = [LAB_SECRETS[name] for name in ("kafka_sasl_password", "spark_authenticate_secret")]
+    kept = [path for path in out.rglob("*") if path.is_file()]
+    assert kept and not [
+        path for path in kept if any(s.encode() in path.read_bytes() for s in secrets)
+    ]
+    assert not any(secret in run.output for secret in secrets)
 
     # The first summary: steady-state latency over the messages after the warm-up, the overload
     # flag from the lag sampled every second.
