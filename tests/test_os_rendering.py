@@ -559,6 +559,16 @@ def check_server_properties(path: Path, java_home: str) -> None:
     assert props["auto.create.topics.enable"] in ("true", "false")
 
 
+def check_kafka_client_properties(path: Path, java_home: str) -> None:
+    """The kit's clients connect in PLAINTEXT unless kafka_sasl_enabled (off by default); the
+    Python clients read the file as the Java ones do."""
+    from producer.kafka_security import client_settings, parse_properties
+
+    props = parse_properties(path.read_text())
+    assert props == java_properties(path) == {"security.protocol": "PLAINTEXT"}
+    assert client_settings(props) == {}
+
+
 def check_log4j2_properties(path: Path, java_home: str) -> None:
     props = java_properties(path)
     names = {v for k, v in props.items() if re.fullmatch(r"appender\.[^.]+\.name", k)}
@@ -619,6 +629,7 @@ CONFIG_CHECKS = {
     "zookeeper/logback.xml": check_zookeeper_logback,
     "kafka/server.properties": check_server_properties,
     "kafka/log4j2.properties": check_log4j2_properties,
+    "kafka/kafka-client.properties": check_kafka_client_properties,
     "flink/config.yaml": check_flink_config,
     "storm/storm.yaml": check_storm_yaml,
     "storm/storm-probe.sh": check_storm_probe,
