@@ -281,7 +281,9 @@ def lab_kafka_settings() -> dict[str, object]:
     if not group_vars.get("kafka_sasl_enabled"):
         return {}
     username = group_vars.get("kafka_sasl_username", role_default("kafka", "kafka_sasl_username"))
-    ca = Path.home() / ".streamlab" / "kafka-pki" / "ca.pem"
+    # kafka_tls_dir: the lab's own setting, or the role's default (~/.streamlab/kafka-pki)
+    pki = group_vars.get("kafka_tls_dir", str(Path.home() / ".streamlab" / "kafka-pki"))
+    ca = Path(pki) / "ca.pem"
     return client_settings(
         {
             "security.protocol": "SASL_SSL",

@@ -14,6 +14,7 @@ the kit's values only checks the kit against itself.
 from __future__ import annotations
 
 import configparser
+import datetime
 import hashlib
 import json
 import plistlib
@@ -221,8 +222,10 @@ def program_tasks(role: str) -> list[dict]:
     return converted
 
 
-def render(family: str, work: Path) -> tuple[Path, str]:
-    """Render everything for one OS family into work/out; return it and any failure output."""
+def render(family: str, work: Path, settings: dict | None = None) -> tuple[Path, str]:
+    """Render everything for one OS family into work/out; return it and any failure output.
+
+    settings: inventory settings to render with (extra vars), beyond the roles' defaults."""
     inventory = work / "hosts.yml"
     host = {
         "ansible_connection": "local",
@@ -245,6 +248,7 @@ def render(family: str, work: Path) -> tuple[Path, str]:
             "render_facts": FAMILIES[family]["facts"],
             "render_templates": component_templates(),
             "render_programs": str(programs),
+            **(settings or {}),
         },
         # Facts stay in memory: a persistent cache would keep this made-up "localhost".
         envvars={"ANSIBLE_CACHE_PLUGIN": "memory"},
@@ -567,6 +571,71 @@ def check_kafka_client_properties(path: Path, java_home: str) -> None:
     props = parse_properties(path.read_text())
     assert props == java_properties(path) == {"security.protocol": "PLAINTEXT"}
     assert client_settings(props) == {}
+
+
+def test_kafka_sasl_ssl_configuration(tmp_path):
+    """kafka_sasl_enabled: the brokers' SASL_SSL listener and the clients' file, which the Python
+    clients read into a working TLS context (the Java ones: the lab's experiments)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from producer.kafka_security import client_settings, parse_properties
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kit CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    (pki / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    password = "a-test-password-0123456789"
+    (tmp_path / "render").mkdir()
+    out, failure = render(
+        "Debian",
+        tmp_path / "render",
+        {
+            "kafka_sasl_enabled": True,
+            "kafka_sasl_password": password,
+            "kafka_tls_dir": str(pki),
+            "_kafka_keystore_password": "the-key-store-password",
+        },
+    )
+    assert not failure, failure
+    server = java_properties(out / "kafka" / "server.properties")
+    assert server["listeners"] == f"SASL_SSL://{ADDRESS}:9092,CONTROLLER://{ADDRESS}:9093"
+    assert server["advertised.listeners"] == f"SASL_SSL://{ADDRESS}:9092"
+    assert server["inter.broker.listener.name"] == "SASL_SSL"
+    assert server["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+    assert server["sasl.enabled.mechanisms"] == server["sasl.mechanism.inter.broker.protocol"]
+    assert server["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert server["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] == (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="streamlab" password="{password}";'
+    )
+    assert server["ssl.keystore.type"] == "PKCS12"
+    assert server["ssl.keystore.location"] == "/etc/streamlab/kafka/tls/broker.p12"
+    assert server["ssl.keystore.password"] == "the-key-store-password"
+    assert server["ssl.truststore.location"] == "/etc/streamlab/kafka/tls/ca.pem"
+    client = parse_properties((out / "kafka" / "kafka-client.properties").read_text())
+    assert client["ssl.truststore.certificates"] == (pki / "ca.pem").read_text().strip()
+    settings = client_settings(client)
+    assert settings["sasl_plain_username"] == "streamlab"
+    assert settings["sasl_plain_password"] == password
+    assert [c["subject"] for c in settings["ssl_context"].get_ca_certs()] == [
+        ((("commonName", "kit CA"),),)
+    ]
 
 
 def check_log4j2_properties(path: Path, java_home: str) -> None:

@@ -157,6 +157,11 @@ def issue(
         serialization.BestAvailableEncryption(password.encode()),
     )
     base = os.path.join(directory, host)
+    # The certificate goes first and comes back last: a run stopped in between leaves no
+    # certificate, so the next run issues all three again (a key store and a password that do
+    # not belong together are never taken for current).
+    if os.path.exists(base + ".pem"):
+        os.remove(base + ".pem")
     write_private(base + ".p12.password", password.encode())
     write_private(base + ".p12", store)
     write_private(base + ".pem", cert.public_bytes(serialization.Encoding.PEM))
