@@ -29,8 +29,10 @@ HOST_FILES = sorted(
         *REPO.glob("roles/*/library/*.py"),
         *REPO.glob("roles/*/files/*.py"),
         *REPO.glob("producer/**/*.py"),
+        *REPO.glob("roles/*/module_utils/*.py"),
     ]
 )
+MODULE_UTILS = sorted(REPO.glob("roles/*/module_utils/*.py"))
 # Builtins and methods whose keyword arguments are new in 3.10 or later.
 NEW_KEYWORDS = {"zip": {"strict"}, "bisect": {"key"}, "bisect_left": {"key"}, "insort": {"key"}}
 # Names that do not exist in 3.9's standard library.
@@ -155,8 +157,15 @@ def pure_python_packages(tmp_path: Path) -> str:
     return f"{links}{os.pathsep}{REPO}"
 
 
+# Roles' module_utils load as ansible.module_utils.<name>, as Ansible ships them with a module.
 LOADER = """
-import importlib, importlib.util, sys
+import importlib, importlib.util, os, sys
+import ansible.module_utils
+for util in filter(None, os.environ.get("ROLE_MODULE_UTILS", "").split(os.pathsep)):
+    name = "ansible.module_utils." + os.path.basename(util)[:-3]
+    spec = importlib.util.spec_from_file_location(name, util)
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
 for path in sys.argv[1:]:
     if "/producer/" in path:
         importlib.import_module("producer." + path.rsplit("/", 1)[1][:-3])
@@ -172,7 +181,11 @@ def test_python_39_loads_every_host_side_file(tmp_path):
     """Loading runs each file's top level: its imports, constants, classes and defaults."""
     done = subprocess.run(
         [PYTHON39, "-c", LOADER, *map(str, HOST_FILES)],
-        env={"PYTHONPATH": pure_python_packages(tmp_path), "PATH": os.environ["PATH"]},
+        env={
+            "PYTHONPATH": pure_python_packages(tmp_path),
+            "PATH": os.environ["PATH"],
+            "ROLE_MODULE_UTILS": os.pathsep.join(map(str, MODULE_UTILS)),
+        },
         capture_output=True,
         text=True,
         check=False,
