@@ -295,6 +295,32 @@ def lab_kafka_settings() -> dict[str, object]:
     )
 
 
+def self_signed_ca_pem(common_name: str) -> str:
+    """A certificate authority's certificate (PEM) for a day, as a trust store to read."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
 def lab_hosts() -> dict[str, str]:
     """Host name -> address of the test hosts built by `make lab`."""
     data = yaml.safe_load(LAB_INVENTORY.read_text())

@@ -6,33 +6,10 @@ import argparse
 import ssl
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from conftest import self_signed_ca_pem
 from producer import arguments, kafka_security
 from producer.kafka_security import ClientConfigError, client_settings, parse_properties
-
-
-def a_ca_pem() -> str:
-    import datetime
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def escaped(pem: str) -> str:
@@ -69,7 +46,7 @@ def test_plaintext_needs_nothing_beyond_the_bootstrap_servers():
 
 
 def test_sasl_ssl_with_scram_and_an_inline_pem_trust_store():
-    pem = a_ca_pem()
+    pem = self_signed_ca_pem("test CA")
     properties = parse_properties(
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"

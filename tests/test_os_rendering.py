@@ -14,7 +14,6 @@ the kit's values only checks the kit against itself.
 from __future__ import annotations
 
 import configparser
-import datetime
 import hashlib
 import json
 import plistlib
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_playbook
+from conftest import REPO, run_playbook, self_signed_ca_pem
 
 ROLES = REPO / "roles"
 COMPONENTS = ["zookeeper", "kafka", "flink", "storm", "spark"]
@@ -576,30 +575,11 @@ def check_kafka_client_properties(path: Path, java_home: str) -> None:
 def test_kafka_sasl_ssl_configuration(tmp_path):
     """kafka_sasl_enabled: the brokers' SASL_SSL listener and the clients' file, which the Python
     clients read into a working TLS context (the Java ones: the lab's experiments)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     from producer.kafka_security import client_settings, parse_properties
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kit CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .sign(key, hashes.SHA256())
-    )
     pki = tmp_path / "pki"
     pki.mkdir()
-    (pki / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (pki / "ca.pem").write_text(self_signed_ca_pem("kit CA"))
     password = "a-test-password-0123456789"
     (tmp_path / "render").mkdir()
     out, failure = render(
