@@ -225,6 +225,39 @@ def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: 
         return True
 
 
+# The test hosts' networks (tests/lab/testhosts.py: SUBNET_PREFIX, and SECOND_PREFIX of the hosts
+# with a second interface).
+LAB_NETWORKS = ("10.77.0.0/24", "10.78.0.0/24")
+_SSH_ONLY_TABLE = "streamlab_test_ssh_only"
+
+
+@contextmanager
+def control_node_reaches_only_ssh(lab: dict[str, str]) -> Iterator[None]:
+    """While it lasts, this machine (the control node) reaches the test hosts over SSH only: any
+    other connection it opens to their addresses is refused (an nftables output chain in its own
+    network namespace; the hosts still reach one another). So is a control node that sees the
+    cluster through a bastion or a firewall admitting SSH alone."""
+    networks = ", ".join(LAB_NETWORKS)
+    rules = f"""table inet {_SSH_ONLY_TABLE}
+delete table inet {_SSH_ONLY_TABLE}
+table inet {_SSH_ONLY_TABLE} {{
+  chain output {{
+    type filter hook output priority 0; policy accept;
+    ip daddr {{ {networks} }} tcp dport 22 accept
+    ip daddr {{ {networks} }} reject
+  }}
+}}
+"""
+    subprocess.run(["nft", "-f", "-"], input=rules, text=True, check=True)
+    try:
+        address = lab["node1"]
+        assert tcp_connects(address, 22), f"SSH to {address} refused: the cut-off is too wide"
+        assert not tcp_connects(address, 9092), f"Kafka at {address} still answers this machine"
+        yield
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", _SSH_ONLY_TABLE], check=False)
+
+
 def flink_cli_run(
     lab: dict[str, str],
     jar: Path,
@@ -345,8 +378,10 @@ def lab() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def converged(lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The test hosts after one site.yml run (once per test session)."""
-    first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
+    """The test hosts after one site.yml run (once per test session), which this machine runs
+    reaching the hosts over SSH only: every health check asks from a host of the cluster."""
+    with control_node_reaches_only_ssh(lab):
+        first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
     assert first.rc == 0, first.output[-6000:]
     return lab
 

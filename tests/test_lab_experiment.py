@@ -20,6 +20,7 @@ from conftest import (
     LAB_INVENTORY,
     LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
+    control_node_reaches_only_ssh,
     lab_kafka_settings,
     on_lab_host,
     role_default,
@@ -161,19 +162,22 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     results = tmp_path / "results"
     run_id = f"test-{engine}-{uuid.uuid4().hex[:8]}"  # topics are named after the run
     started_s = time.time()  # the test hosts share this machine's clock
-    run = run_playbook(
-        "experiment.yml",
-        LAB_INVENTORY,
-        extravars={
-            "engine": engine,
-            "count": COUNT,
-            "rate": RATE,
-            "warmup_s": WARMUP_S,
-            "run_id": run_id,
-            "experiment_results_dir": str(results),
-        },
-        tmp_path=tmp_path,
-    )
+    # The control node reaches the hosts over SSH only: the run's REST calls and Kafka
+    # questions go through hosts of the cluster.
+    with control_node_reaches_only_ssh(converged):
+        run = run_playbook(
+            "experiment.yml",
+            LAB_INVENTORY,
+            extravars={
+                "engine": engine,
+                "count": COUNT,
+                "rate": RATE,
+                "warmup_s": WARMUP_S,
+                "run_id": run_id,
+                "experiment_results_dir": str(results),
+            },
+            tmp_path=tmp_path,
+        )
     assert run.rc == 0, run.output[-6000:]
     out = results / run_id
     assert f"run {run_id} ({engine}, fault=none): complete" in run.output

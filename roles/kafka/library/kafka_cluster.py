@@ -25,6 +25,8 @@ controller_id: {description: Active controller's node id (-1 when unknown)., typ
 cluster_id: {description: Cluster id., type: str}
 """
 
+import sys
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kafka_connection import SECURITY_OPTION, client_settings
 
@@ -45,7 +47,10 @@ def main() -> None:
         supports_check_mode=True,
     )
     if KafkaAdminClient is None:
-        module.fail_json(msg="kafka-python is missing on the control node: run `make setup`")
+        module.fail_json(
+            msg=f"kafka-python is missing from {sys.executable}: the kafka role installs it in the "
+            "kit's virtualenv of each Kafka host (run playbooks/kafka.yml)"
+        )
     p = module.params
     admin = None
     try:
