@@ -228,23 +228,39 @@ def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: 
 # The test hosts' networks (tests/lab/testhosts.py: SUBNET_PREFIX, and SECOND_PREFIX of the hosts
 # with a second interface).
 LAB_NETWORKS = ("10.77.0.0/24", "10.78.0.0/24")
-_SSH_ONLY_TABLE = "streamlab_test_ssh_only"
+
+
+def _dropped_packets(table: str) -> int:
+    """Packets the cut-off's dropping rule has matched so far (its counter)."""
+    listed = subprocess.run(
+        ["nft", "-j", "list", "table", "inet", table], capture_output=True, text=True, check=True
+    )
+    rules = [
+        entry["rule"]["expr"] for entry in json.loads(listed.stdout)["nftables"] if "rule" in entry
+    ]
+    dropping = [rule for rule in rules if any("drop" in expression for expression in rule)]
+    assert len(dropping) == 1, f"not the cut-off's one dropping rule in {table}:\n{listed.stdout}"
+    return sum(e["counter"]["packets"] for e in dropping[0] if "counter" in e)
 
 
 @contextmanager
 def control_node_reaches_only_ssh(lab: dict[str, str]) -> Iterator[None]:
     """While it lasts, this machine (the control node) reaches the test hosts over SSH only: any
-    other connection it opens to their addresses is refused (an nftables output chain in its own
-    network namespace; the hosts still reach one another). So is a control node that sees the
-    cluster through a bastion or a firewall admitting SSH alone."""
+    other packet it sends to their addresses is dropped (an nftables output chain in its own
+    network namespace, with a counter; the hosts still reach one another). So is a control node
+    that sees the cluster through a bastion or a firewall admitting SSH alone.
+
+    It proves itself first: a connection to Kafka's port times out (a Kafka that is down would
+    refuse it at once) and the rule counts its packets. At the end it fails if anything else in
+    the block sent the hosts a packet other than over SSH, even if the work was then done
+    another way."""
+    table = f"streamlab_test_ssh_only_{os.getpid()}"
     networks = ", ".join(LAB_NETWORKS)
-    rules = f"""table inet {_SSH_ONLY_TABLE}
-delete table inet {_SSH_ONLY_TABLE}
-table inet {_SSH_ONLY_TABLE} {{
+    rules = f"""table inet {table} {{
   chain output {{
     type filter hook output priority 0; policy accept;
     ip daddr {{ {networks} }} tcp dport 22 accept
-    ip daddr {{ {networks} }} reject
+    ip daddr {{ {networks} }} counter drop
   }}
 }}
 """
@@ -252,10 +268,16 @@ table inet {_SSH_ONLY_TABLE} {{
     try:
         address = lab["node1"]
         assert tcp_connects(address, 22), f"SSH to {address} refused: the cut-off is too wide"
-        assert not tcp_connects(address, 9092), f"Kafka at {address} still answers this machine"
+        started = time.monotonic()
+        assert not tcp_connects(address, 9092, timeout_s=2), f"Kafka at {address} answers"
+        assert time.monotonic() - started >= 2, "Kafka's port was refused, not cut off"
+        proof = _dropped_packets(table)
+        assert proof > 0, "the cut-off's rule saw no packet to Kafka's port"
         yield
+        dropped = _dropped_packets(table) - proof
+        assert dropped == 0, f"{dropped} packets to the test hosts (not SSH) were dropped"
     finally:
-        subprocess.run(["nft", "delete", "table", "inet", _SSH_ONLY_TABLE], check=False)
+        subprocess.run(["nft", "delete", "table", "inet", table], check=False)
 
 
 def flink_cli_run(

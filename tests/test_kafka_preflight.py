@@ -8,9 +8,9 @@ from conftest import REPO, run_playbook
 LOCAL_INVENTORY = REPO / "inventory" / "local"
 
 
-def test_a_kafka_api_host_outside_the_inventory_is_refused(tmp_path):
-    """kafka_api_host (the host that asks Kafka for its brokers and topics) must be a host of the
-    inventory: preflight names the setting and the fix before anything is installed."""
+def test_a_kafka_api_host_outside_the_kafka_group_is_refused(tmp_path):
+    """kafka_api_host (the host that asks Kafka for its brokers and topics) must be a Kafka host:
+    preflight names the setting and the fix before anything is installed."""
     refused = run_playbook(
         "preflight.yml",
         LOCAL_INVENTORY,
@@ -19,4 +19,4 @@ def test_a_kafka_api_host_outside_the_inventory_is_refused(tmp_path):
     )
     assert refused.rc != 0
     message = " ".join(refused.output.split())
-    assert "kafka_api_host=nowhere is no host of the inventory" in message, refused.output[-3000:]
+    assert "kafka_api_host=nowhere is not in the kafka group" in message, refused.output[-3000:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -133,3 +134,28 @@ def test_kafka_topics_reports_a_cluster_that_does_not_listen_without_waiting_on_
     args["unreachable_ok"] = False
     rc, result = run_module("kafka_topics", args)
     assert rc != 0 and "Kafka at" in result["msg"], result
+
+
+def test_kafka_topics_without_kafka_python_says_so_and_teardown_may_go_on(tmp_path):
+    """A Kafka host whose Python lacks kafka-python (provisioned before the kafka role installed
+    it): with unreachable_ok (teardown) Kafka is reported as not asked, and why; otherwise the
+    module fails with the fix."""
+    python = tmp_path / "python-without-site-packages"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    with socket.socket() as broker:  # something listens: the library is needed
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
+        args = {
+            "bootstrap_servers": [f"127.0.0.1:{broker.getsockname()[1]}"],
+            "prefix": "streamlab-",
+            "unreachable_ok": True,
+        }
+        interpreter = ("-e", f"ansible_python_interpreter={python}")
+        rc, result = run_module("kafka_topics", args, *interpreter)
+        assert rc == 0 and result["reachable"] is False and result["topics"] == [], result
+        assert "kafka-python is missing" in result["msg"], result
+        assert "run playbooks/kafka.yml" in result["msg"], result
+        args["unreachable_ok"] = False
+        rc, result = run_module("kafka_topics", args, *interpreter)
+        assert rc != 0 and "kafka-python is missing" in result["msg"], result

@@ -7,7 +7,8 @@ DOCUMENTATION = r"""
 module: kafka_cluster
 short_description: Describe a Kafka cluster through a metadata request
 description:
-  - Runs where kafka-python is installed (the control node's virtualenv).
+  - Runs where kafka-python is installed (the kit's virtualenv on a Kafka host, or the
+    control node's).
 options:
   bootstrap_servers: {description: host:port list., type: list, elements: str, required: true}
   security:

@@ -1,4 +1,4 @@
-"""kafka-python connection settings for the kit's Kafka modules (they run on the control node)."""
+"""kafka-python connection settings for the kit's Kafka modules (they run on a Kafka host)."""
 
 from __future__ import annotations
 
