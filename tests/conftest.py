@@ -228,39 +228,59 @@ def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: 
 # The test hosts' networks (tests/lab/testhosts.py: SUBNET_PREFIX, and SECOND_PREFIX of the hosts
 # with a second interface).
 LAB_NETWORKS = ("10.77.0.0/24", "10.78.0.0/24")
+# The cut-off's nftables table, named after the test session's process.
+_CUT_OFF_TABLE_PREFIX = "streamlab_test_ssh_only_"
+
+
+def _remove_stale_cut_offs() -> None:
+    """Remove the cut-off tables of test sessions that were killed (their process is gone, or
+    its number is now this session's): left in place they would drop this session's traffic."""
+    listed = subprocess.run(
+        ["nft", "-j", "list", "tables", "inet"], capture_output=True, text=True, check=True
+    )
+    for entry in json.loads(listed.stdout)["nftables"]:
+        name = entry.get("table", {}).get("name", "")
+        if not name.startswith(_CUT_OFF_TABLE_PREFIX):
+            continue
+        pid = name.removeprefix(_CUT_OFF_TABLE_PREFIX)
+        if pid == str(os.getpid()) or not Path(f"/proc/{pid}").exists():
+            subprocess.run(["nft", "delete", "table", "inet", name], check=True)
 
 
 def _dropped_packets(table: str) -> int:
-    """Packets the cut-off's dropping rule has matched so far (its counter)."""
+    """New connections (and UDP flows) the cut-off has dropped so far (its counting rule)."""
     listed = subprocess.run(
         ["nft", "-j", "list", "table", "inet", table], capture_output=True, text=True, check=True
     )
     rules = [
         entry["rule"]["expr"] for entry in json.loads(listed.stdout)["nftables"] if "rule" in entry
     ]
-    dropping = [rule for rule in rules if any("drop" in expression for expression in rule)]
-    assert len(dropping) == 1, f"not the cut-off's one dropping rule in {table}:\n{listed.stdout}"
-    return sum(e["counter"]["packets"] for e in dropping[0] if "counter" in e)
+    counting = [rule for rule in rules if any("counter" in expression for expression in rule)]
+    assert len(counting) == 1, f"not the cut-off's one counting rule in {table}:\n{listed.stdout}"
+    return sum(e["counter"]["packets"] for e in counting[0] if "counter" in e)
 
 
 @contextmanager
 def control_node_reaches_only_ssh(lab: dict[str, str]) -> Iterator[None]:
     """While it lasts, this machine (the control node) reaches the test hosts over SSH only: any
     other packet it sends to their addresses is dropped (an nftables output chain in its own
-    network namespace, with a counter; the hosts still reach one another). So is a control node
-    that sees the cluster through a bastion or a firewall admitting SSH alone.
+    network namespace; the hosts still reach one another). So is a control node that sees the
+    cluster through a bastion or a firewall admitting SSH alone.
 
     It proves itself first: a connection to Kafka's port times out (a Kafka that is down would
-    refuse it at once) and the rule counts its packets. At the end it fails if anything else in
-    the block sent the hosts a packet other than over SSH, even if the work was then done
-    another way."""
-    table = f"streamlab_test_ssh_only_{os.getpid()}"
+    refuse it at once) and the rule counts it. At the end it fails if anything in the block
+    opened a connection to the hosts other than over SSH, even if the work was then done another
+    way. Only new connections count: the last packets of one closed just before (an ACK to a
+    late FIN) are dropped too, but they were no attempt to reach the cluster."""
+    _remove_stale_cut_offs()
+    table = f"{_CUT_OFF_TABLE_PREFIX}{os.getpid()}"
     networks = ", ".join(LAB_NETWORKS)
     rules = f"""table inet {table} {{
   chain output {{
     type filter hook output priority 0; policy accept;
     ip daddr {{ {networks} }} tcp dport 22 accept
-    ip daddr {{ {networks} }} counter drop
+    ip daddr {{ {networks} }} ct state new counter drop
+    ip daddr {{ {networks} }} drop
   }}
 }}
 """
@@ -272,10 +292,10 @@ def control_node_reaches_only_ssh(lab: dict[str, str]) -> Iterator[None]:
         assert not tcp_connects(address, 9092, timeout_s=2), f"Kafka at {address} answers"
         assert time.monotonic() - started >= 2, "Kafka's port was refused, not cut off"
         proof = _dropped_packets(table)
-        assert proof > 0, "the cut-off's rule saw no packet to Kafka's port"
+        assert proof > 0, "the cut-off's rule saw no connection to Kafka's port"
         yield
         dropped = _dropped_packets(table) - proof
-        assert dropped == 0, f"{dropped} packets to the test hosts (not SSH) were dropped"
+        assert dropped == 0, f"{dropped} new connections to the test hosts (not SSH) were dropped"
     finally:
         subprocess.run(["nft", "delete", "table", "inet", table], check=False)
 
