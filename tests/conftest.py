@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+# The embedded default: this machine, over a local connection.
+LOCAL_INVENTORY = REPO / "inventory" / "local"
 # Programs an archive tool could be: none may be on the PATH where the kit unpacks without tar.
 ARCHIVERS = frozenset(
     {"tar", "gtar", "bsdtar", "gzip", "gunzip", "zcat", "pigz", "xz", "bzip2", "unzip"}

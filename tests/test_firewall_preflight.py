@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_playbook
+from conftest import LOCAL_INVENTORY, run_playbook
 
-LOCAL_INVENTORY = REPO / "inventory" / "local"
 # What `ufw status` and `firewall-cmd --state` print (ufw 0.36, firewalld 1.3).
 UFW_ACTIVE = (
     "Status: active\n\n"

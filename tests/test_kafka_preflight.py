@@ -3,9 +3,7 @@ hosts are refused before any change when they name none."""
 
 from __future__ import annotations
 
-from conftest import REPO, run_playbook
-
-LOCAL_INVENTORY = REPO / "inventory" / "local"
+from conftest import LOCAL_INVENTORY, run_playbook
 
 
 def test_a_kafka_api_host_outside_the_kafka_group_is_refused(tmp_path):
