@@ -420,13 +420,24 @@ def lab() -> dict[str, str]:
     return lab_hosts()
 
 
+# The session's second site.yml run, right after the first (test_lab_foundation.py checks that
+# it changed nothing).
+SECOND_SITE_RUN = pytest.StashKey["PlaybookRun"]()
+
+
 @pytest.fixture(scope="session")
-def converged(lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The test hosts after one site.yml run (once per test session), which this machine runs
-    reaching the hosts over SSH only: every health check asks from a host of the cluster."""
+def converged(
+    lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, str]:
+    """The test hosts after site.yml (once per test session), which this machine runs reaching
+    the hosts over SSH only: every health check asks from a host of the cluster. It runs twice,
+    and the second run is kept in the session's stash for the idempotence test: one converge
+    instead of two more later, whatever the tests in between did to the hosts."""
     with control_node_reaches_only_ssh(lab):
         first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
-    assert first.rc == 0, first.output[-6000:]
+        assert first.rc == 0, first.output[-6000:]
+        second = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
+    request.config.stash[SECOND_SITE_RUN] = second
     return lab
 
 
