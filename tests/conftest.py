@@ -372,6 +372,32 @@ def lab_kafka_settings() -> dict[str, object]:
     )
 
 
+def flink_rest(
+    lab: dict[str, str],
+    path: str,
+    body: bytes | None = None,
+    headers: dict | None = None,
+    method: str | None = None,
+    timeout_s: float = 30,
+) -> object:
+    """What the JobManager on node1 answers on its REST API (JSON), the way the kit asks it:
+    over HTTPS, verifying its certificate and address with Flink's CA on this control node
+    (flink_tls_dir), when the lab turns flink_tls_rest on; plain HTTP otherwise."""
+    import ssl
+    import urllib.request
+
+    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text())
+    context, scheme = None, "http"
+    if group_vars.get("flink_tls_rest"):
+        pki = group_vars.get("flink_tls_dir", str(Path.home() / ".streamlab" / "flink-pki"))
+        context, scheme = ssl.create_default_context(cafile=str(Path(pki) / "ca.pem")), "https"
+    request = urllib.request.Request(
+        f"{scheme}://{lab['node1']}:8081{path}", data=body, headers=headers or {}, method=method
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s, context=context) as answer:
+        return json.load(answer)
+
+
 def self_signed_ca_pem(common_name: str) -> str:
     """A certificate authority's certificate (PEM) for a day, as a trust store to read."""
     import datetime

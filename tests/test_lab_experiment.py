@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from conftest import (
     LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
     control_node_reaches_only_ssh,
+    flink_rest,
     lab_kafka_settings,
     on_lab_host,
     role_default,
@@ -46,8 +46,7 @@ def topics(lab: dict[str, str]) -> set[str]:
 
 
 def flink_overview(lab: dict[str, str]) -> dict:
-    with urllib.request.urlopen(f"http://{lab['node1']}:8081/overview", timeout=10) as response:
-        return json.load(response)
+    return flink_rest(lab, "/overview", timeout_s=10)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -148,8 +147,7 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
 
 
 def flink_jobs(lab: dict[str, str]) -> list[dict]:
-    with urllib.request.urlopen(f"http://{lab['node1']}:8081/jobs/overview", timeout=10) as answer:
-        return json.load(answer)["jobs"]
+    return flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
 
 
 @pytest.mark.parametrize("engine", ["flink", "storm"])
@@ -230,6 +228,14 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         assert settings["checkpoint_interval_ms"] == 5000
         assert settings["tolerable_failed_checkpoints"] == 3
         assert settings["checkpointing_mode"] == "at_least_once"
+        # TLS as the JobManager reports its configuration; the stores' passwords are not kept.
+        tls = bool(LAB_SECRETS.get("flink_tls_internal")), bool(LAB_SECRETS.get("flink_tls_rest"))
+        assert (settings["tls_internal"], settings["tls_rest"]) == tls
+        pki = Path(LAB_SECRETS.get("flink_tls_dir", Path.home() / ".streamlab" / "flink-pki"))
+        if any(tls):
+            secret = (pki / "node1.p12.password").read_text()
+            files = [path for path in out.rglob("*") if path.is_file()]
+            assert not [path for path in files if secret in path.read_text("latin-1")]
     else:
         assert record["settings_read_from"]["message_timeout_s"].startswith("storm-topology-conf")
         assert (settings["workers"], settings["message_timeout_s"]) == (2, 30)

@@ -1,27 +1,44 @@
-"""Flink on the test hosts: health, and a TaskManager leaving and coming back."""
+"""Flink on the test hosts: health, a TaskManager leaving and coming back, and TLS."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import http.client
+import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    pkcs12,
+)
 
-from conftest import REPO, daemon_down, flink_cli_run, on_lab_host, role_default, wait_until
+from conftest import (
+    LAB_GROUP_VARS,
+    REPO,
+    daemon_down,
+    flink_cli_run,
+    flink_rest,
+    on_lab_host,
+    role_default,
+    wait_until,
+)
 
 pytestmark = pytest.mark.lab
 
 
 def rest(lab: dict[str, str], path: str, body: bytes | None = None, headers: dict | None = None):
-    request = urllib.request.Request(
-        f"http://{lab['node1']}:8081{path}", data=body, headers=headers or {}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
+    return flink_rest(lab, path, body, headers)
 
 
 def overview(lab: dict[str, str]) -> dict:
@@ -101,3 +118,91 @@ def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
         ]
     }
     assert hosts == {"node2-taskmanager", "node3-taskmanager"}, hosts
+
+
+# ------------------------------------------------------------------ TLS (on in the test lab)
+
+FLINK_PKI = Path(
+    yaml.safe_load(LAB_GROUP_VARS.read_text()).get(
+        "flink_tls_dir", str(Path.home() / ".streamlab" / "flink-pki")
+    )
+)
+
+
+def handshake(address: str, port: int, context: ssl.SSLContext) -> x509.Certificate:
+    """A TLS handshake, then a read (TLS 1.3 servers refuse a client certificate only after the
+    handshake); returns the server's certificate."""
+    with (
+        socket.create_connection((address, port), timeout=10) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        certificate = x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+        tls.settimeout(2)
+        with contextlib.suppress(TimeoutError):
+            tls.recv(1)  # nothing to say: a server that accepted us waits for a request
+        return certificate
+
+
+def flink_context(client_host: str | None, tmp_path: Path) -> ssl.SSLContext:
+    """Trusts Flink's CA (not the address: internal connections skip hostname checks); presents
+    client_host's key and certificate from the kit's PKI when given."""
+    context = ssl.create_default_context(cafile=str(FLINK_PKI / "ca.pem"))
+    context.check_hostname = False
+    if client_host:
+        password = (FLINK_PKI / f"{client_host}.p12.password").read_bytes()
+        key, cert, _ = pkcs12.load_key_and_certificates(
+            (FLINK_PKI / f"{client_host}.p12").read_bytes(), password
+        )
+        pem = tmp_path / f"{client_host}.pem"
+        pem.write_bytes(
+            key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+            + cert.public_bytes(Encoding.PEM)
+        )
+        context.load_cert_chain(pem)
+    return context
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "what"),
+    [
+        ("node1", 6123, "JobManager RPC"),
+        ("node1", 6124, "blob service"),
+        ("node2", 6121, "TaskManager data exchange"),
+        ("node2", 6122, "TaskManager RPC"),
+    ],
+)
+def test_internal_ports_speak_tls_only_to_a_holder_of_a_flink_certificate(
+    converged, tmp_path, host, port, what
+):
+    """flink_tls_internal: each internal port presents its host's certificate from Flink's CA,
+    and completes a handshake only with a client that presents one too (node3's here)."""
+    address = converged[host]
+    served = handshake(address, port, flink_context("node3", tmp_path))
+    assert served.issuer.rfc4514_string() == "CN=streamlab Flink CA", what
+    names = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert address in [str(a) for a in names.get_values_for_type(x509.IPAddress)], what
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        handshake(address, port, flink_context(None, tmp_path))
+
+
+def test_the_rest_api_speaks_https_with_a_certificate_for_its_address(converged):
+    """flink_tls_rest: plain HTTP gets no answer, a client that trusts other CAs (the system's)
+    refuses the certificate, and one that trusts Flink's CA gets the API (conftest.flink_rest)."""
+    assert flink_rest(converged, "/overview")["taskmanagers"] == 2
+    with pytest.raises((http.client.HTTPException, ConnectionError, urllib.error.URLError)):
+        urllib.request.urlopen(f"http://{converged['node1']}:8081/overview", timeout=10)
+    with pytest.raises(urllib.error.URLError) as refused:
+        urllib.request.urlopen(
+            f"https://{converged['node1']}:8081/overview",
+            timeout=10,
+            context=ssl.create_default_context(),
+        )
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value.reason), refused.value
+
+
+def test_files_with_a_flink_secret_are_readable_by_root_and_the_service_account_only(converged):
+    files = ["/etc/streamlab/flink/config.yaml", "/etc/streamlab/flink/tls/flink.p12"]
+    for host in ("node1", "node2", "node3"):
+        for path in files:
+            done = on_lab_host(converged[host], f"stat -c '%U:%G %a' {path}")
+            assert done.stdout.split() == ["root:streamlab", "640"], (host, path, done.stdout)

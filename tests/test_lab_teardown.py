@@ -5,9 +5,7 @@ Runs last (file order): it stops the whole lab, and ends with redeploy bringing 
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from conftest import (
     REPO,
     control_node_reaches_only_ssh,
     flink_cli_run,
+    flink_rest,
     lab_kafka_settings,
     on_lab_host,
     run_playbook,
@@ -69,9 +68,8 @@ def data_entries(address: str) -> set[str]:
 
 def flink_jobs(lab: dict[str, str]) -> dict[str, str]:
     """Job name -> state, as the JobManager on node1 reports them."""
-    url = f"http://{lab['node1']}:8081/jobs/overview"
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        return {job["name"]: job["state"] for job in json.load(answer)["jobs"]}
+    jobs = flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
+    return {job["name"]: job["state"] for job in jobs}
 
 
 def submit_flink_job(lab: dict[str, str], prefix: str) -> str:

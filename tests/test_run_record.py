@@ -34,6 +34,8 @@ def facts(**changes):
             "checkpoint_interval_ms": ["flink-checkpoint-config.json", "interval"],
             "source_tasks": ["flink-job.json", "vertices", 0, "parallelism"],
             "absent": ["flink-job.json", "vertices", 5, "parallelism"],
+            "tls_internal": ["flink-jobmanager-config.json", "security.ssl.internal.enabled"],
+            "not_configured": ["flink-jobmanager-config.json", "security.ssl.verify-hostname"],
         },
         "installed": {
             "node1": ["kafka kafka-4.1.1-maven-ab12", "flink flink-2.1.1-pypi-cd34"],
@@ -114,6 +116,15 @@ def run_dir(tmp_path):
     (tmp_path / "engine" / "flink-job.json").write_text(
         json.dumps({"vertices": [{"parallelism": 4}]})
     )
+    # /jobmanager/config: a list of {key, value} entries.
+    (tmp_path / "engine" / "flink-jobmanager-config.json").write_text(
+        json.dumps(
+            [
+                {"key": "security.ssl.internal.keystore-password", "value": "******"},
+                {"key": "security.ssl.internal.enabled", "value": "true"},
+            ]
+        )
+    )
     return tmp_path
 
 
@@ -132,9 +143,13 @@ def test_a_complete_run_records_settings_as_the_engine_reported_them(run_dir):
         "checkpoint_interval_ms": 5000,
         "kafka_clients_version": "3.9.1",
         "source_tasks": 4,
+        "tls_internal": True,
     }
     assert record["settings_read_from"]["checkpoint_interval_ms"] == (
         "flink-checkpoint-config.json interval"
+    )
+    assert record["settings_read_from"]["tls_internal"] == (
+        "flink-jobmanager-config.json security.ssl.internal.enabled"
     )
     assert record["versions"] == {
         "kafka": "4.1.1",

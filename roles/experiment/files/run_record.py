@@ -34,12 +34,17 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(part, path)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from path, or None when it is missing or unreadable."""
+def read_json_document(path: Path) -> Any:
+    """The JSON document at path (an object, a list...), or None when missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from path, or None when it is missing, unreadable or not an object."""
+    data = read_json_document(path)
     return data if isinstance(data, dict) else None
 
 
@@ -150,12 +155,18 @@ def typed(value: Any) -> Any:
 
 
 def lookup(data: Any, keys: Iterable[Any]) -> Any:
-    """data[k1][k2]...; None where a key or index is missing."""
+    """data[k1][k2]...; None where a key or index is missing. A name looked up in a list of
+    {"key": ..., "value": ...} entries (Flink's /jobmanager/config) is that entry's value."""
     for key in keys:
         if isinstance(data, dict):
             data = data.get(key)
         elif isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data):
             data = data[key]
+        elif isinstance(data, list) and isinstance(key, str):
+            entries = [e for e in data if isinstance(e, dict) and e.get("key") == key]
+            if not entries:
+                return None
+            data = entries[0].get("value")
         else:
             return None
     return data
@@ -176,7 +187,7 @@ def engine_settings(
             sources[name] = f"{settings_file} ({SETTINGS_PREFIX}{name})"
     for name, path in readback.items():
         file_name, *keys = path
-        value = lookup(read_json(engine_dir / file_name), keys)
+        value = lookup(read_json_document(engine_dir / file_name), keys)
         if value is not None:
             settings[name] = typed(value)
             sources[name] = f"{file_name} {'/'.join(str(k) for k in keys)}"

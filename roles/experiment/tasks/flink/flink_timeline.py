@@ -1,7 +1,10 @@
 """Flink's own account of a job, one JSON line a second, until a stop file exists.
 
     python3 flink_timeline.py --rest-url http://JM:8081 --job-id ID --out timeline.jsonl \\
-        --stop-file timeline.stop [--interval-s 1] [--max-s 3600]
+        --stop-file timeline.stop [--interval-s 1] [--max-s 3600] [--ca-file ca.pem]
+
+With an https REST URL, --ca-file is the CA the JobManager's certificate is verified with (its
+address too).
 
 Each line (engine/timeline.jsonl, docs/results.md): t_ms (this host's clock), the job's state,
 its subtasks by status (summed over the vertices), numRestarts, the checkpoint counts and the
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -25,9 +29,12 @@ from typing import Any
 Fetch = Callable[[str], Any]
 
 
-def http_json(base: str, timeout_s: float = 2.0) -> Fetch:
+def http_json(base: str, timeout_s: float = 2.0, ca_file: str | None = None) -> Fetch:
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+
     def fetch(path: str) -> Any:
-        with urllib.request.urlopen(base.rstrip("/") + path, timeout=timeout_s) as answer:
+        url = base.rstrip("/") + path
+        with urllib.request.urlopen(url, timeout=timeout_s, context=context) as answer:
             return json.load(answer)
 
     return fetch
@@ -92,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-file", required=True, type=Path)
     parser.add_argument("--interval-s", type=float, default=1.0)
     parser.add_argument("--max-s", type=float, default=3600.0)
+    parser.add_argument("--ca-file", help="CA certificate for an https REST URL")
     args = parser.parse_args(argv)
-    return watch(
-        http_json(args.rest_url), args.job_id, args.out, args.stop_file, args.interval_s, args.max_s
-    )
+    fetch = http_json(args.rest_url, ca_file=args.ca_file)
+    return watch(fetch, args.job_id, args.out, args.stop_file, args.interval_s, args.max_s)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,42 @@
 #!/usr/bin/python
-"""Ansible module: the kit's certificate authority for Kafka and one key store per broker."""
+"""Ansible module: a certificate authority of the kit and one key store per host (Kafka, Flink)."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: kafka_pki
-short_description: Keep a certificate authority and each broker's TLS key store on the control node
+module: streamlab_pki
+short_description: Keep a certificate authority and each host's TLS key store on the control node
 description:
   - Runs on the control node (cryptography, which ansible-core needs, is there). The CA's key
-    never leaves it; each broker gets a PKCS12 key store (its key and a certificate the CA signed
+    never leaves it; each host gets a PKCS12 key store (its key and a certificate the CA signed
     for its names and addresses) and the password of that key store.
+  - One directory is one CA. Each component that uses TLS has its own (Kafka's brokers, Flink's
+    daemons), so a key store of one is never trusted by the other.
   - A certificate is issued again when it is missing, was signed by another CA, names other hosts
     or addresses, or expires within 30 days. Otherwise nothing changes.
 options:
   dir: {description: Directory of the CA and key stores (created 0700)., type: path, required: true}
+  name:
+    description: The CA certificate's common name (when the CA is made).
+    type: str
+    default: streamlab CA
   hosts:
-    description: Inventory name -> the broker's cluster address; its certificate names both.
+    description: Inventory name -> the host's cluster address; its certificate names both.
     type: dict
     required: true
-  days: {description: Validity of a broker certificate in days., type: int, default: 825}
+  days: {description: Validity of a host certificate in days., type: int, default: 825}
+  truststore:
+    description:
+      - Also keep a Java trust store (PKCS12) that holds the CA certificate only, for Java
+        programs that take a trust store file (Flink). Made again when the CA is new.
+    type: bool
+    default: false
 """
 
 RETURN = r"""
 ca_pem: {description: The CA certificate (PEM)., type: str}
 keystores: {description: "Inventory name -> {path, password_file}.", type: dict}
+truststore: {description: "{path, password_file} of the trust store, when asked for.", type: dict}
 issued: {description: Inventory names whose certificate was issued in this run., type: list}
 """
 
@@ -60,7 +73,9 @@ def write_private(path: str, data: bytes) -> None:
     os.replace(temporary, path)
 
 
-def load_or_make_ca(directory: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, bool]:
+def load_or_make_ca(
+    directory: str, common_name: str
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate, bool]:
     key_path, cert_path = os.path.join(directory, "ca.key"), os.path.join(directory, "ca.pem")
     if os.path.exists(key_path) and os.path.exists(cert_path):
         with open(key_path, "rb") as handle:
@@ -69,7 +84,7 @@ def load_or_make_ca(directory: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Ce
             cert = x509.load_pem_x509_certificate(handle.read())
         return key, cert, False
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "streamlab Kafka CA")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -109,7 +124,7 @@ def general_names(names: list[str]) -> list:
 
 
 def current(cert_path: str, ca_cert: x509.Certificate, names: list[str]) -> bool:
-    """The broker certificate there is the CA's, names exactly these names and is not expiring."""
+    """The host certificate there is the CA's, names exactly these names and is not expiring."""
     try:
         with open(cert_path, "rb") as handle:
             cert = x509.load_pem_x509_certificate(handle.read())
@@ -150,7 +165,7 @@ def issue(
     )
     password = secrets.token_urlsafe(24)
     store = pkcs12.serialize_key_and_certificates(
-        b"kafka",
+        host.encode(),
         key,
         cert,
         [ca_cert],
@@ -167,12 +182,33 @@ def issue(
     write_private(base + ".pem", cert.public_bytes(serialization.Encoding.PEM))
 
 
+def keep_truststore(directory: str, ca_cert: x509.Certificate, ca_is_new: bool) -> dict:
+    """The Java trust store of the CA (and its password), made when missing or the CA is new."""
+    path = os.path.join(directory, "truststore.p12")
+    password_file = path + ".password"
+    if ca_is_new or not (os.path.exists(path) and os.path.exists(password_file)):
+        password = secrets.token_urlsafe(24)
+        store = pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(ca_cert, b"ca")],
+            serialization.BestAvailableEncryption(password.encode()),
+        )
+        # The store goes first: a store without its password is made again by the next run.
+        if os.path.exists(password_file):
+            os.remove(password_file)
+        write_private(path, store)
+        write_private(password_file, password.encode())
+        return {"path": path, "password_file": password_file, "changed": True}
+    return {"path": path, "password_file": password_file, "changed": False}
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "dir": {"type": "path", "required": True},
+            "name": {"type": "str", "default": "streamlab CA"},
             "hosts": {"type": "dict", "required": True},
             "days": {"type": "int", "default": 825},
+            "truststore": {"type": "bool", "default": False},
         },
         supports_check_mode=False,
     )
@@ -183,12 +219,12 @@ def main() -> None:
     directory, days = module.params["dir"], module.params["days"]
     if days < 31:
         module.fail_json(
-            msg=f"kafka_tls_days={days}: give 31 days or more "
+            msg=f"days={days}: give 31 days or more "
             "(certificates are renewed 30 days before they expire)"
         )
     os.makedirs(directory, mode=0o700, exist_ok=True)
     os.chmod(directory, 0o700)
-    ca_key, ca_cert, changed = load_or_make_ca(directory)
+    ca_key, ca_cert, changed = load_or_make_ca(directory, module.params["name"])
     keystores, issued = {}, []
     for host, address in sorted(module.params["hosts"].items()):
         if not address:
@@ -200,8 +236,18 @@ def main() -> None:
             issue(directory, host, names, days, ca_key, ca_cert)
             issued.append(host)
         keystores[host] = {"path": base + ".p12", "password_file": base + ".p12.password"}
+    result = {}
+    if module.params["truststore"]:
+        if not hasattr(pkcs12, "serialize_java_truststore"):
+            module.fail_json(
+                msg="a Java trust store needs cryptography 45 or later on the control node: "
+                "run `make setup`"
+            )
+        result["truststore"] = keep_truststore(directory, ca_cert, changed)
+        changed = changed or result["truststore"].pop("changed")
     module.exit_json(
         changed=changed or bool(issued),
+        **result,
         ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM).decode(),
         keystores=keystores,
         issued=issued,
