@@ -3,6 +3,7 @@ any change, naming the setting and the hosts."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from conftest import run_playbook
@@ -13,13 +14,18 @@ LOCAL = {
 }
 
 
-def test_flink_hosts_with_different_tls_switches_are_refused(tmp_path):
+@pytest.mark.parametrize("setter", ["jm", "tm"])
+def test_flink_hosts_with_different_tls_switches_are_refused(tmp_path, setter):
+    """Whichever host sets the switch (the first of the play, which runs the check, or another),
+    the other has the role's default and the two differ."""
+    hosts = {"jm": dict(LOCAL), "tm": dict(LOCAL)}
+    hosts[setter]["flink_tls_rest"] = True
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         yaml.safe_dump(
             {
                 "all": {
-                    "hosts": {"jm": LOCAL, "tm": LOCAL | {"flink_tls_rest": True}},
+                    "hosts": hosts,
                     "children": {
                         "flink_jobmanager": {"hosts": {"jm": {}}},
                         "flink_taskmanager": {"hosts": {"tm": {}}},

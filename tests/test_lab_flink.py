@@ -189,20 +189,29 @@ def test_the_rest_api_speaks_https_with_a_certificate_for_its_address(converged)
     """flink_tls_rest: plain HTTP gets no answer, a client that trusts other CAs (the system's)
     refuses the certificate, and one that trusts Flink's CA gets the API (conftest.flink_rest)."""
     assert flink_rest(converged, "/overview")["taskmanagers"] == 2
-    with pytest.raises((http.client.HTTPException, ConnectionError, urllib.error.URLError)):
-        urllib.request.urlopen(f"http://{converged['node1']}:8081/overview", timeout=10)
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with pytest.raises((http.client.HTTPException, ConnectionError)):
+        direct.open(f"http://{converged['node1']}:8081/overview", timeout=10)
+    strangers_trust = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        urllib.request.HTTPSHandler(context=ssl.create_default_context()),
+    )
     with pytest.raises(urllib.error.URLError) as refused:
-        urllib.request.urlopen(
-            f"https://{converged['node1']}:8081/overview",
-            timeout=10,
-            context=ssl.create_default_context(),
-        )
+        strangers_trust.open(f"https://{converged['node1']}:8081/overview", timeout=10)
     assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value.reason), refused.value
 
 
 def test_files_with_a_flink_secret_are_readable_by_root_and_the_service_account_only(converged):
-    files = ["/etc/streamlab/flink/config.yaml", "/etc/streamlab/flink/tls/flink.p12"]
+    secret = {
+        "/etc/streamlab/flink/config.yaml": "640",
+        "/etc/streamlab/flink/tls": "750",
+        "/etc/streamlab/flink/tls/flink.p12": "640",
+        "/etc/streamlab/flink/tls/truststore.p12": "640",
+    }
     for host in ("node1", "node2", "node3"):
-        for path in files:
+        for path, mode in secret.items():
             done = on_lab_host(converged[host], f"stat -c '%U:%G %a' {path}")
-            assert done.stdout.split() == ["root:streamlab", "640"], (host, path, done.stdout)
+            assert done.stdout.split() == ["root:streamlab", mode], (host, path, done.stdout)
+        # The CA certificate is for anyone (the kit's REST checks run as the login user).
+        done = on_lab_host(converged[host], "stat -c '%U %a' /etc/streamlab/flink/flink-ca.pem")
+        assert done.stdout.split() == ["root", "644"], (host, done.stdout)

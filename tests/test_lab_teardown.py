@@ -66,6 +66,18 @@ def data_entries(address: str) -> set[str]:
     return set(done.stdout.split())
 
 
+def task_output(output: str, task_name: str) -> str:
+    """What the playbook printed for the last task of that name (stripped): the lines between its
+    TASK header and the next header; empty when no such task ran."""
+    headers = list(re.finditer(r"^(?:TASK|RUNNING HANDLER|PLAY)\b(.*)$", output, re.MULTILINE))
+    wanted = re.compile(rf" \[(?:[^\]]* : )?{re.escape(task_name)}\] \**")
+    for index in reversed(range(len(headers))):
+        if wanted.fullmatch(headers[index].group(1)):
+            end = headers[index + 1].start() if index + 1 < len(headers) else len(output)
+            return output[headers[index].end() : end].strip()
+    return ""
+
+
 def flink_jobs(lab: dict[str, str]) -> dict[str, str]:
     """Job name -> state, as the JobManager on node1 reports them."""
     jobs = flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
@@ -153,6 +165,9 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     assert re.search(rf"changed: \[node1[^\]]*\] => \(item={job}\)", partial.output), (
         partial.output[-6000:]
     )
+    # ... and deleted the kit's topics, asked from a Kafka host (node1, the first of the play).
+    deleting = task_output(partial.output, "Find the topics whose names start with streamlab-")
+    assert deleting.startswith("changed: [node1"), deleting or partial.output[-6000:]
     for host in ("node1", "node2"):
         assert running_daemons(lab[host]) == [], host
         assert data_entries(lab[host]) <= KEPT_IN_DATA, host
@@ -176,6 +191,10 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
             "redeploy.yml", LAB_INVENTORY, extravars={"confirm": "yes"}, tmp_path=tmp_path
         )
     assert redeployed.rc == 0, redeployed.output[-6000:]
+    # Every broker was stopped before it: its teardown names Kafka as not answering, and why.
+    reset_plan = plan_of(redeployed.output)
+    assert "kafka" in reset_plan["not_answering"], reset_plan
+    assert reset_plan["kafka_problem"], reset_plan
     assert "kafka" in running_daemons(lab["node3"]) and "flink-jobmanager" in running_daemons(
         lab["node1"]
     )

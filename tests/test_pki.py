@@ -99,6 +99,15 @@ def test_a_java_trust_store_holds_the_ca_alone_and_is_kept(tmp_path):
     assert mode(pki / "truststore.p12.password") == 0o600
     rc, second = run_module("streamlab_pki", args | {"truststore": True})
     assert rc == 0 and second["changed"] is False, second
+    # A new CA (its files removed) gets a new trust store.
+    (pki / "ca.key").unlink()
+    rc, renewed = run_module("streamlab_pki", args | {"truststore": True})
+    assert rc == 0 and renewed["ca_pem"] != first["ca_pem"], renewed
+    assert renewed["changed"] and renewed["issued"] == ["node1"], renewed  # from the new CA
+    password = (pki / "truststore.p12.password").read_bytes()
+    stored = pkcs12.load_pkcs12((pki / "truststore.p12").read_bytes(), password)
+    (held,) = [entry.certificate for entry in stored.additional_certs]
+    assert held == x509.load_pem_x509_certificate(renewed["ca_pem"].encode())
     # Without the option no trust store is asked for, and none is reported.
     rc, third = run_module("streamlab_pki", args)
     assert rc == 0 and "truststore" not in third, third

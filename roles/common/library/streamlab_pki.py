@@ -49,6 +49,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.serialization import pkcs12
@@ -130,7 +131,7 @@ def current(cert_path: str, ca_cert: x509.Certificate, names: list[str]) -> bool
             cert = x509.load_pem_x509_certificate(handle.read())
         cert.verify_directly_issued_by(ca_cert)
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (OSError, ValueError, TypeError, x509.ExtensionNotFound, x509.InvalidSignature):
+    except (OSError, ValueError, TypeError, x509.ExtensionNotFound, InvalidSignature):
         return False
     wanted = set(general_names(names))
     return set(sans) == wanted and cert.not_valid_after_utc - now() > RENEW_BEFORE
