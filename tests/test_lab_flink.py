@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import socket
 import ssl
 import subprocess
@@ -186,12 +185,21 @@ def test_internal_ports_speak_tls_only_to_a_holder_of_a_flink_certificate(
 
 
 def test_the_rest_api_speaks_https_with_a_certificate_for_its_address(converged):
-    """flink_tls_rest: plain HTTP gets no answer, a client that trusts other CAs (the system's)
-    refuses the certificate, and one that trusts Flink's CA gets the API (conftest.flink_rest)."""
+    """flink_tls_rest: plain HTTP is only redirected to HTTPS (Flink's redirecting handler), a
+    client that trusts other CAs (the system's) refuses the certificate, and one that trusts
+    Flink's CA gets the API (conftest.flink_rest)."""
     assert flink_rest(converged, "/overview")["taskmanagers"] == 2
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with pytest.raises((http.client.HTTPException, ConnectionError)):
+
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *_: object, **__: object) -> None:
+            return None
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirects())
+    with pytest.raises(urllib.error.HTTPError) as redirected:
         direct.open(f"http://{converged['node1']}:8081/overview", timeout=10)
+    location = redirected.value.headers.get("Location", "")
+    assert redirected.value.code in (301, 302, 307, 308), redirected.value
+    assert location.startswith(f"https://{converged['node1']}:8081/"), location
     strangers_trust = urllib.request.build_opener(
         urllib.request.ProxyHandler({}),
         urllib.request.HTTPSHandler(context=ssl.create_default_context()),
