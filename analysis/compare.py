@@ -26,6 +26,7 @@ from analysis.report import write_atomic  # noqa: E402
 
 SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
+RUN_RECORD = "run.json"
 # Per-run names and collector stop settings: they differ between repetitions, not treatments.
 IGNORED_PARAMETERS = frozenset(
     {"input_topic", "result_topic", "consumer_group", "seed", "quiet_s", "drain_timeout_s"}
@@ -128,6 +129,14 @@ class Run:
         data = read_optional_json(self.directory / COLLECTOR_SUMMARY)
         verdict = data.get("overload") if isinstance(data, dict) else None
         return verdict if isinstance(verdict, dict) else {}
+
+    @cached_property
+    def tls_internal(self) -> bool:
+        """Flink's internal TLS as the JobManager reported it (run.json settings.tls_internal);
+        False for Storm, whose worker traffic has none, and where run.json does not say."""
+        record = read_optional_json(self.directory / RUN_RECORD)
+        settings = record.get("settings") if isinstance(record, dict) else None
+        return isinstance(settings, dict) and settings.get("tls_internal") is True
 
     @property
     def overloaded(self) -> bool | None:
@@ -238,11 +247,29 @@ def _format(metric: Metric, value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def unequal_footing(groups: Sequence[Group]) -> str:
+    """A warning when the runs compared did not carry their records over the same kind of
+    connection: some with internal TLS (Flink's flink_tls_internal), others without (Storm has
+    none); empty otherwise."""
+    runs = [run for group in groups for run in group.runs]
+    with_tls = sorted(run.run_id for run in runs if run.tls_internal)
+    if not with_tls or len(with_tls) == len(runs):
+        return ""
+    return (
+        f"Not on equal footing: {len(with_tls)} of {len(runs)} runs ran with internal TLS "
+        f"(Flink's flink_tls_internal: {', '.join(with_tls)}); the others without it (Storm's "
+        "worker traffic has none). TLS costs CPU on every record sent between workers "
+        "(docs/engines.md)."
+    )
+
+
 def markdown_table(groups: Sequence[Group]) -> str:
     metrics = [m for m in METRICS if m.key in TABLE_METRICS]
+    warning = unequal_footing(groups)
     lines = [
         "# Comparison",
         "",
+        *([f"**{warning}**", ""] if warning else []),
         "One row per run; after each group of repetitions (same engine, fault schedule and "
         "parameters) its mean ± sample standard deviation. Recovery shows `never` for a run "
         "with a fault it never recovered from (left out of the mean). `overloaded` is the "
@@ -442,4 +469,5 @@ def printable(groups: Sequence[Group]) -> str:
             mean = group.mean(metric)
             cells.append(f"{metric.label} {_format(metric, mean)}")
         lines.append(f"{group.label.ljust(width)}  n={len(group.counted)}  " + "  ".join(cells))
-    return "\n".join(lines)
+    warning = unequal_footing(groups)
+    return "\n".join([*lines, *([warning] if warning else [])])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -151,6 +152,14 @@ def main() -> None:
         "--results", type=Path, default=lab_playbooks.REPO / "bench" / "out" / "engine-figures"
     )
     args = parser.parse_args()
+    # Storm's worker traffic has no TLS: Flink with it is not on equal footing (docs/engines.md).
+    if {"flink", "storm"} <= set(args.engines) and lab_playbooks.flink_tls_internal():
+        sys.exit(
+            "the test hosts run Flink with internal TLS (flink_tls_internal, which the test lab "
+            "turns on) and Storm has none between its workers, so the engines' figures would not "
+            "be on equal footing: set flink_tls_internal and flink_tls_rest to false in "
+            "inventory/lab/group_vars/all.yml, run playbooks/site.yml, then this again"
+        )
     args.results.mkdir(parents=True, exist_ok=True)
     for engine in args.engines:
         repetitions(engine, args)

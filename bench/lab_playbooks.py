@@ -3,7 +3,9 @@ benches)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -16,6 +18,21 @@ REPO = Path(__file__).resolve().parents[1]
 INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # ansible-runner starts ansible-playbook by name: take the one next to this interpreter.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def flink_tls_internal() -> bool:
+    """Whether the test hosts' inventory turns Flink's internal TLS on (any host of it)."""
+    listed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(INVENTORY), "--list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+    )
+    if listed.returncode != 0:
+        sys.exit(f"ansible-inventory -i {INVENTORY} failed:\n{listed.stderr[-2000:]}")
+    hostvars = json.loads(listed.stdout).get("_meta", {}).get("hostvars", {})
+    return any(bool(variables.get("flink_tls_internal")) for variables in hostvars.values())
 
 
 def run(

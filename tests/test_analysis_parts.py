@@ -340,3 +340,22 @@ def test_compare_flags_overloaded_runs_and_leaves_them_out_of_the_mean(tmp_path)
     rows = list(csv.DictReader((out / "comparison.csv").open()))
     assert [r["overloaded"] for r in rows if r["kind"] == "run"] == ["false", "true", ""]
     assert next(r for r in rows if r["kind"] == "mean")["n"] == "2"
+
+
+def test_compare_says_when_only_some_runs_had_internal_tls(tmp_path, capsys):
+    """Flink with flink_tls_internal against Storm (no TLS between workers): the table and the
+    terminal say the comparison is not on equal footing, naming the runs; with TLS the same on
+    every run (or none), nothing is said."""
+    flink = fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0)
+    storm = fake_summary(tmp_path, "s30-a", "storm", 30, 0.2, 50, None)
+    (flink / "run.json").write_text(json.dumps({"settings": {"tls_internal": True}}))
+    out = tmp_path / "cmp"
+    assert main(["compare", str(flink), str(storm), "--out", str(out)]) == 0
+    warning = "Not on equal footing: 1 of 2 runs ran with internal TLS"
+    assert warning in capsys.readouterr().out
+    table = (out / "comparison.md").read_text()
+    assert f"**{warning} (Flink's flink_tls_internal: f5-a)" in table
+    (flink / "run.json").write_text(json.dumps({"settings": {"tls_internal": False}}))
+    assert main(["compare", str(flink), str(storm), "--out", str(out)]) == 0
+    assert "equal footing" not in capsys.readouterr().out
+    assert "equal footing" not in (out / "comparison.md").read_text()

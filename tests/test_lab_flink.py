@@ -158,6 +158,7 @@ def flink_context(client_host: str | None, tmp_path: Path) -> ssl.SSLContext:
             + cert.public_bytes(Encoding.PEM)
         )
         context.load_cert_chain(pem)
+        pem.unlink()  # the key is in the context now: no copy of it is left behind
     return context
 
 
@@ -198,6 +199,7 @@ def test_the_rest_api_speaks_https_with_a_certificate_for_its_address(converged)
     with pytest.raises(urllib.error.HTTPError) as redirected:
         direct.open(f"http://{converged['node1']}:8081/overview", timeout=10)
     location = redirected.value.headers.get("Location", "")
+    redirected.value.close()
     assert redirected.value.code in (301, 302, 307, 308), redirected.value
     assert location.startswith(f"https://{converged['node1']}:8081/"), location
     strangers_trust = urllib.request.build_opener(

@@ -108,6 +108,18 @@ def test_a_java_trust_store_holds_the_ca_alone_and_is_kept(tmp_path):
     stored = pkcs12.load_pkcs12((pki / "truststore.p12").read_bytes(), password)
     (held,) = [entry.certificate for entry in stored.additional_certs]
     assert held == x509.load_pem_x509_certificate(renewed["ca_pem"].encode())
+    # A CA made by a run that stopped before the trust store (the old store left in place): the
+    # next run puts the CA it finds in the store.
+    kept_store = (pki / "truststore.p12").read_bytes()
+    (pki / "ca.key").unlink()
+    rc, stopped = run_module("streamlab_pki", args)  # makes a CA, asks for no trust store
+    assert rc == 0 and (pki / "truststore.p12").read_bytes() == kept_store, stopped
+    rc, mended = run_module("streamlab_pki", args | {"truststore": True})
+    assert rc == 0 and mended["changed"], mended
+    password = (pki / "truststore.p12.password").read_bytes()
+    stored = pkcs12.load_pkcs12((pki / "truststore.p12").read_bytes(), password)
+    (held,) = [entry.certificate for entry in stored.additional_certs]
+    assert held == x509.load_pem_x509_certificate(stopped["ca_pem"].encode())
     # Without the option no trust store is asked for, and none is reported.
     rc, third = run_module("streamlab_pki", args)
     assert rc == 0 and "truststore" not in third, third

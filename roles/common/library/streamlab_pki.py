@@ -28,7 +28,7 @@ options:
   truststore:
     description:
       - Also keep a Java trust store (PKCS12) that holds the CA certificate only, for Java
-        programs that take a trust store file (Flink). Made again when the CA is new.
+        programs that take a trust store file (Flink). Made again unless it holds this CA alone.
     type: bool
     default: false
 """
@@ -183,11 +183,25 @@ def issue(
     write_private(base + ".pem", cert.public_bytes(serialization.Encoding.PEM))
 
 
-def keep_truststore(directory: str, ca_cert: x509.Certificate, ca_is_new: bool) -> dict:
-    """The Java trust store of the CA (and its password), made when missing or the CA is new."""
+def holds_only(path: str, password_file: str, ca_cert: x509.Certificate) -> bool:
+    """The trust store there opens with its password and holds this CA's certificate alone."""
+    try:
+        with open(password_file, "rb") as handle:
+            password = handle.read()
+        with open(path, "rb") as handle:
+            stored = pkcs12.load_pkcs12(handle.read(), password)
+    except (OSError, ValueError, TypeError):
+        return False
+    held = [entry.certificate for entry in stored.additional_certs]
+    return stored.key is None and stored.cert is None and held == [ca_cert]
+
+
+def keep_truststore(directory: str, ca_cert: x509.Certificate) -> dict:
+    """The Java trust store of the CA (and its password), made again unless it holds this CA
+    alone (a run stopped after making a new CA must not leave the old one trusted)."""
     path = os.path.join(directory, "truststore.p12")
     password_file = path + ".password"
-    if ca_is_new or not (os.path.exists(path) and os.path.exists(password_file)):
+    if not holds_only(path, password_file, ca_cert):
         password = secrets.token_urlsafe(24)
         store = pkcs12.serialize_java_truststore(
             [pkcs12.PKCS12Certificate(ca_cert, b"ca")],
@@ -244,7 +258,7 @@ def main() -> None:
                 msg="a Java trust store needs cryptography 45 or later on the control node: "
                 "run `make setup`"
             )
-        result["truststore"] = keep_truststore(directory, ca_cert, changed)
+        result["truststore"] = keep_truststore(directory, ca_cert)
         changed = changed or result["truststore"].pop("changed")
     module.exit_json(
         changed=changed or bool(issued),
