@@ -346,6 +346,18 @@ LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
 LAB_KAFKA_CLIENT_CONFIG = "/etc/streamlab/kafka-client.properties"
 
 
+def lab_pki(component: str) -> Path:
+    """The directory on this control node of the CA and certificates the kit made for a
+    component's TLS (kafka or flink): the lab's <component>_tls_dir, else the role's default,
+    ~/.streamlab/<component>-pki (the default's HOME lookup is the only template in it)."""
+    setting = f"{component}_tls_dir"
+    configured = yaml.safe_load(LAB_GROUP_VARS.read_text()).get(setting)
+    if configured:
+        return Path(configured)
+    default = role_default(component, setting)
+    return Path(default.replace("{{ lookup('ansible.builtin.env', 'HOME') }}", str(Path.home())))
+
+
 def lab_kafka_settings() -> dict[str, object]:
     """kafka-python keyword arguments that reach the test hosts' Kafka the way the kit's clients do.
 
@@ -358,9 +370,7 @@ def lab_kafka_settings() -> dict[str, object]:
     if not group_vars.get("kafka_sasl_enabled"):
         return {}
     username = group_vars.get("kafka_sasl_username", role_default("kafka", "kafka_sasl_username"))
-    # kafka_tls_dir: the lab's own setting, or the role's default (~/.streamlab/kafka-pki)
-    pki = group_vars.get("kafka_tls_dir", str(Path.home() / ".streamlab" / "kafka-pki"))
-    ca = Path(pki) / "ca.pem"
+    ca = lab_pki("kafka") / "ca.pem"
     return client_settings(
         {
             "security.protocol": "SASL_SSL",
@@ -389,8 +399,8 @@ def flink_rest(
     group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text())
     context, scheme = None, "http"
     if group_vars.get("flink_tls_rest"):
-        pki = group_vars.get("flink_tls_dir", str(Path.home() / ".streamlab" / "flink-pki"))
-        context, scheme = ssl.create_default_context(cafile=str(Path(pki) / "ca.pem")), "https"
+        context = ssl.create_default_context(cafile=str(lab_pki("flink") / "ca.pem"))
+        scheme = "https"
     request = urllib.request.Request(
         f"{scheme}://{lab['node1']}:8081{path}", data=body, headers=headers or {}, method=method
     )
@@ -456,9 +466,10 @@ def converged(
     lab: dict[str, str], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> dict[str, str]:
     """The test hosts after site.yml (once per test session), which this machine runs reaching
-    the hosts over SSH only: every health check asks from a host of the cluster. It runs twice,
-    and the second run is kept in the session's stash for the idempotence test: one converge
-    instead of two more later, whatever the tests in between did to the hosts."""
+    the hosts over SSH only: every health check asks from a host of the cluster. It runs twice
+    in a row, and the second run is kept in the session's stash for the idempotence test, which
+    therefore checks a re-run right after a converge (not after the faults of other tests), and
+    the session pays for one extra converge instead of two, whichever tests are selected."""
     with control_node_reaches_only_ssh(lab):
         first = run_playbook("site.yml", LAB_INVENTORY, tmp_path=tmp_path_factory.mktemp("site"))
         assert first.rc == 0, first.output[-6000:]

@@ -22,6 +22,7 @@ from conftest import (
     control_node_reaches_only_ssh,
     flink_rest,
     lab_kafka_settings,
+    lab_pki,
     on_lab_host,
     role_default,
     run_playbook,
@@ -231,7 +232,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         # TLS as the JobManager reports its configuration; the stores' passwords are not kept.
         tls = bool(LAB_SECRETS.get("flink_tls_internal")), bool(LAB_SECRETS.get("flink_tls_rest"))
         assert (settings["tls_internal"], settings["tls_rest"]) == tls
-        pki = Path(LAB_SECRETS.get("flink_tls_dir", Path.home() / ".streamlab" / "flink-pki"))
+        pki = lab_pki("flink")
         if any(tls):
             secrets = [path.read_text() for path in pki.glob("*.password")]
             assert len(secrets) == 4, secrets  # 3 hosts' key stores and the trust store

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
@@ -23,11 +22,11 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from conftest import (
-    LAB_GROUP_VARS,
     REPO,
     daemon_down,
     flink_cli_run,
     flink_rest,
+    lab_pki,
     on_lab_host,
     role_default,
     wait_until,
@@ -121,11 +120,7 @@ def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
 
 # ------------------------------------------------------------------ TLS (on in the test lab)
 
-FLINK_PKI = Path(
-    yaml.safe_load(LAB_GROUP_VARS.read_text()).get(
-        "flink_tls_dir", str(Path.home() / ".streamlab" / "flink-pki")
-    )
-)
+FLINK_PKI = lab_pki("flink")
 
 
 def handshake(address: str, port: int, context: ssl.SSLContext) -> x509.Certificate:
