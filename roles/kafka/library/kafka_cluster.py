@@ -9,15 +9,7 @@ short_description: Describe a Kafka cluster through a metadata request
 description:
   - Runs where kafka-python is installed (the kit's virtualenv on a Kafka host, or the
     control node's).
-options:
-  bootstrap_servers: {description: host:port list., type: list, elements: str, required: true}
-  security:
-    description: >-
-      How to connect: {} for PLAINTEXT, or protocol, mechanism, username, password and ca_pem
-      (SASL_SSL).
-    type: dict
-    default: {}
-  timeout_ms: {description: Request timeout., type: int, default: 10000}
+extends_documentation_fragment: [kafka_connection]
 """
 
 RETURN = r"""

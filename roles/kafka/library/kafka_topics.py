@@ -14,14 +14,8 @@ description:
   - When the cluster does not answer (no broker listens, or none gives metadata or deletes),
     or kafka-python is missing here, fails unless C(unreachable_ok) (then C(reachable=false)
     and the reason in C(msg)).
+extends_documentation_fragment: [kafka_connection]
 options:
-  bootstrap_servers: {description: host:port list., type: list, elements: str, required: true}
-  security:
-    description: >-
-      How to connect: {} for PLAINTEXT, or protocol, mechanism, username, password and ca_pem
-      (SASL_SSL).
-    type: dict
-    default: {}
   prefix: {description: Name prefix of the topics to delete., type: str, required: true}
   state:
     description: "absent deletes; listed lists."
@@ -30,7 +24,6 @@ options:
     default: absent
   unreachable_ok:
     {description: A cluster that does not answer is no error., type: bool, default: false}
-  timeout_ms: {description: Request timeout., type: int, default: 10000}
 """
 
 RETURN = r"""
