@@ -24,9 +24,10 @@ def timed(playbooks: tuple[str, ...], extravars: dict | None = None) -> tuple[fl
 def spread(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:6.1f} s"
+    each = ", ".join(f"{value:.1f}" for value in values)
     return (
         f"{statistics.mean(values):6.1f} s ± {statistics.stdev(values):4.1f} "
-        f"(min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
+        f"(n={len(values)}, in order: {each})"
     )
 
 

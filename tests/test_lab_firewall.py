@@ -318,6 +318,12 @@ def test_every_daemon_on_the_host_with_two_interfaces_is_closed_to_other_address
             assert tcp_connects(SECOND_ADDRESS, UNOPENED_PORT, source=STRANGER_ADDRESS)
 
 
+def what_was_seen(output: str) -> dict:
+    """The message of the removal playbook's last task, "Report what was seen"."""
+    block = output.split("Report what was seen", 1)[1]
+    return yaml.safe_load(block[block.index("{") : block.index("\n}") + 2])["msg"]
+
+
 def test_purge_removes_the_kits_zone_and_finds_nothing_after(converged, tmp_path):
     """The firewall role's find and remove entry points, as teardown with purge runs them, on
     node3; the playbook sets the zone up again whatever happens (tests/playbooks)."""
@@ -329,8 +335,7 @@ def test_purge_removes_the_kits_zone_and_finds_nothing_after(converged, tmp_path
         tmp_path=tmp_path,
     )
     assert done.rc == 0, done.output[-4000:]
-    block = done.output.split("Report what was seen", 1)[1]
-    seen = yaml.safe_load(block[block.index("{") : block.index("\n}") + 2])["msg"]
+    seen = what_was_seen(done.output)
     assert seen["found_before"] == "streamlab", seen
     assert seen["found_after"] == "", seen
     assert "streamlab" not in seen["runtime_zones_after"], seen
@@ -354,8 +359,7 @@ def test_purge_removes_the_kits_table_and_finds_nothing_after(converged, tmp_pat
         tmp_path=tmp_path,
     )
     assert done.rc == 0, done.output[-4000:]
-    block = done.output.split("Report what was seen", 1)[1]
-    seen = yaml.safe_load(block[block.index("{") : block.index("\n}") + 2])["msg"]
+    seen = what_was_seen(done.output)
     assert seen["found_before"] == "inet streamlab", seen
     assert seen["found_after"] == "", seen
     assert "table inet streamlab" not in seen["tables_after"], seen
