@@ -354,8 +354,10 @@ def lab_pki(component: str) -> Path:
     configured = yaml.safe_load(LAB_GROUP_VARS.read_text()).get(setting)
     if configured:
         return Path(configured)
-    default = role_default(component, setting)
-    return Path(default.replace("{{ lookup('ansible.builtin.env', 'HOME') }}", str(Path.home())))
+    default = str(role_default(component, setting))
+    expanded = default.replace("{{ lookup('ansible.builtin.env', 'HOME') }}", str(Path.home()))
+    assert "{{" not in expanded, f"{component}'s {setting} default has a template: {default}"
+    return Path(expanded)
 
 
 def lab_kafka_settings() -> dict[str, object]:
