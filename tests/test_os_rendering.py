@@ -632,7 +632,8 @@ def check_flink_config(path: Path, java_home: str) -> None:
     assert all(isinstance(value, str) for value in config.values()), config
     assert config["jobmanager.rpc.address"] == ADDRESS
     assert config["rest.address"] == ADDRESS and config["taskmanager.host"] == ADDRESS
-    assert config["taskmanager.resource-id"] == "localhost-taskmanager"
+    # Flink's default, a new id for each TaskManager process (not one a restarted process shares).
+    assert "taskmanager.resource-id" not in config
     assert config["taskmanager.numberOfTaskSlots"] == "2"
     assert config["io.tmp.dirs"] == f"{DATA}/flink/tmp"
     assert config["web.submit.enable"] == "false"  # no jar upload through the REST port
