@@ -57,6 +57,12 @@ def wait_for_taskmanagers(lab: dict[str, str], count: int) -> dict:
     )
 
 
+def taskmanager_rpc_ports(lab: dict[str, str]) -> dict[str, int]:
+    """Each registered TaskManager's RPC port by address (its id: <address>:<port>-<random>)."""
+    ids = [tm["id"] for tm in rest(lab, "/taskmanagers")["taskmanagers"]]
+    return {tm_id.split(":")[0]: int(tm_id.split(":")[1].split("-")[0]) for tm_id in ids}
+
+
 def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
     seen = overview(converged)
     assert seen["flink-version"] == role_default("flink", "flink_version")
@@ -65,9 +71,15 @@ def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
 
 
 def test_a_killed_taskmanager_leaves_and_a_started_one_returns(converged, tmp_path):
+    """... on the next port of its range: the JobManager may still hold the dead one's address
+    quarantined, and a new TaskManager there could not register."""
+    first, last = map(int, str(role_default("flink", "flink_taskmanager_rpc_ports")).split("-"))
+    before = taskmanager_rpc_ports(converged)[converged["node3"]]
     with daemon_down("flink-taskmanager", "killed", "node3", tmp_path):
         wait_for_taskmanagers(converged, 1)  # fails the test if node3's does not leave
     wait_for_taskmanagers(converged, 2)  # ... or does not come back with its slots
+    after = taskmanager_rpc_ports(converged)[converged["node3"]]
+    assert after == (before + 1 if before < last else first), (before, after)
 
 
 def test_smoke_job_runs_to_completion_on_both_taskmanagers(converged):
@@ -163,7 +175,7 @@ def flink_context(client_host: str | None, tmp_path: Path) -> ssl.SSLContext:
         ("node1", 6123, "JobManager RPC"),
         ("node1", 6124, "blob service"),
         ("node2", 6121, "TaskManager data exchange"),
-        ("node2", 6122, "TaskManager RPC"),
+        ("node2", None, "TaskManager RPC"),  # the port its TaskManager took
     ],
 )
 def test_internal_ports_speak_tls_only_to_a_holder_of_a_flink_certificate(
@@ -172,6 +184,7 @@ def test_internal_ports_speak_tls_only_to_a_holder_of_a_flink_certificate(
     """flink_tls_internal: each internal port presents its host's certificate from Flink's CA,
     and completes a handshake only with a client that presents one too (node3's here)."""
     address = converged[host]
+    port = port or taskmanager_rpc_ports(converged)[address]
     served = handshake(address, port, flink_context("node3", tmp_path))
     assert served.issuer.rfc4514_string() == "CN=streamlab Flink CA", what
     names = served.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
