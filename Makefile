@@ -15,7 +15,7 @@ DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
-	bench-engines bench-faults bench-study clean
+	bench-engines bench-faults bench-taskmanager bench-study clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -94,6 +94,11 @@ bench-engines: setup
 # Needs converged test hosts: each engine under a worker failure, two settings, repetitions.
 bench-faults: setup
 	$(PY) bench/fault_figures.py
+
+# Needs converged test hosts with no job running: kills of a Flink TaskManager, each timed until
+# it has rejoined the cluster (or never did).
+bench-taskmanager: setup
+	$(PY) bench/taskmanager_restarts.py
 
 # Needs converged test hosts: the user's study at a scale that fits them (about an hour at 0.5).
 BENCH_STUDY_SCALE ?= 0.5

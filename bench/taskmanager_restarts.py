@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Does a killed Flink TaskManager rejoin the cluster? Kills on the test hosts, timed.
+
+Each kill is the kit's own fault (`playbooks/fault.yml -e fault=kill_taskmanager`): SIGKILL to
+the TaskManager of HOST, started again DOWN_S seconds later by the fault agent (the down times
+alternate over --down-s). After each kill the JobManager's REST API (`/taskmanagers`, on the
+control node's clock) is asked every 0.5 s until a TaskManager of HOST with a new id holds all
+its slots, or --timeout-s passes: that kill is then counted as "never rejoined". Per kill it
+prints the old and new RPC port and the seconds from the playbook's return (after the undo)
+to the registration; at the end how many rejoined and the spread of those times.
+
+The TaskManager's address is <address>:<rpc port>; until 2026-11-26 every start took the same
+port, and a TaskManager back before the JobManager had dropped its predecessor could stay
+outside the cluster for minutes (README, "Faults on the test hosts").
+
+Needs converged test hosts with no job running. Run as root from the repository:
+`.venv/bin/python bench/taskmanager_restarts.py --help`. All test hosts share this machine's
+cores: the figures describe that lab, not a real cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import statistics
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import lab_playbooks
+import yaml
+
+GROUP_VARS = lab_playbooks.REPO / "inventory" / "lab" / "group_vars" / "all.yml"
+
+
+def jobmanager_rest(address: str, path: str) -> dict:
+    """The JobManager's REST answer, over HTTPS verified with Flink's CA when the lab says so."""
+    settings = yaml.safe_load(GROUP_VARS.read_text()) or {}
+    context, scheme = None, "http"
+    if settings.get("flink_tls_rest"):
+        pki = Path(settings.get("flink_tls_dir") or Path.home() / ".streamlab" / "flink-pki")
+        context, scheme = ssl.create_default_context(cafile=str(pki / "ca.pem")), "https"
+    url = f"{scheme}://{address}:{settings.get('flink_rest_port', 8081)}{path}"
+    with urllib.request.urlopen(url, timeout=10, context=context) as answer:
+        return json.load(answer)
+
+
+def taskmanager_of(jobmanager: str, address: str) -> dict | None:
+    """The registered TaskManager of a host (its id starts with <address>:), if any."""
+    registered = jobmanager_rest(jobmanager, "/taskmanagers")["taskmanagers"]
+    return next((tm for tm in registered if tm["id"].startswith(f"{address}:")), None)
+
+
+def rpc_port(taskmanager_id: str) -> int:
+    return int(taskmanager_id.split(":")[1].split("-")[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--host", default="node2", help="inventory host of the TaskManager")
+    parser.add_argument("--down-s", default="6,12", help="down times, comma-separated")
+    parser.add_argument("--timeout-s", type=float, default=120)
+    args = parser.parse_args()
+    hosts = yaml.safe_load(lab_playbooks.INVENTORY.read_text())["all"]["hosts"]
+    jobmanager, address = hosts["node1"]["ansible_host"], hosts[args.host]["ansible_host"]
+    down_times = [int(value) for value in args.down_s.split(",")]
+    rejoined: list[float] = []
+    never = 0
+    for kill in range(args.kills):
+        before = taskmanager_of(jobmanager, address)
+        if before is None or before["freeSlots"] != before["slotsNumber"]:
+            raise SystemExit(
+                f"{args.host}'s TaskManager is not registered with free slots: {before}"
+            )
+        down_s = down_times[kill % len(down_times)]
+        lab_playbooks.run(
+            ("fault.yml",),
+            extravars={
+                "fault": "kill_taskmanager",
+                "target": args.host,
+                "duration_s": down_s,
+                "schedule_id": f"bench-tm-{uuid.uuid4().hex[:6]}",
+            },
+        )
+        undone = time.monotonic()
+        after = None
+        while time.monotonic() - undone < args.timeout_s:
+            after = taskmanager_of(jobmanager, address)
+            if (
+                after
+                and after["id"] != before["id"]
+                and after["slotsNumber"] == before["slotsNumber"]
+            ):
+                break
+            after = None
+            time.sleep(0.5)
+        if after is None:
+            never += 1
+            print(
+                f"kill {kill + 1}: down {down_s} s, port {rpc_port(before['id'])}: "
+                f"never rejoined within {args.timeout_s:.0f} s",
+                flush=True,
+            )
+            continue
+        took = time.monotonic() - undone
+        rejoined.append(took)
+        print(
+            f"kill {kill + 1}: down {down_s} s, port {rpc_port(before['id'])} -> "
+            f"{rpc_port(after['id'])}, registered {took:.1f} s after the undo",
+            flush=True,
+        )
+    print(f"\n{len(rejoined)} of {args.kills} kills rejoined, {never} never did", end="")
+    if rejoined:
+        print(
+            f"; registered {min(rejoined):.1f} to {max(rejoined):.1f} s after the undo "
+            f"(median {statistics.median(rejoined):.1f} s)"
+        )
+    else:
+        print()
+    if never:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
