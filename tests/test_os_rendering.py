@@ -159,7 +159,8 @@ PROGRAMS = {
     "zookeeper": ("zookeeper", JAVA, "org.apache.zookeeper.server.quorum.QuorumPeerMain"),
     "kafka": ("kafka", JAVA, "kafka.Kafka"),
     "flink-jobmanager": ("flink", f"{INSTALL}/flink/bin/jobmanager.sh", "start-foreground"),
-    "flink-taskmanager": ("flink", f"{INSTALL}/flink/bin/taskmanager.sh", "start-foreground"),
+    # The kit's start script: Flink's home, the RPC port range (it takes the next port), state.
+    "flink-taskmanager": ("flink", f"{INSTALL}/bin/streamlab-flink-taskmanager", "6130-6139"),
     "storm-nimbus": ("storm", JAVA, "org.apache.storm.daemon.nimbus.Nimbus"),
     "storm-supervisor": ("storm", JAVA, "org.apache.storm.daemon.supervisor.Supervisor"),
     "spark-master": ("spark", SPARK_CLASS, "org.apache.spark.deploy.master.Master"),
@@ -635,6 +636,7 @@ def check_flink_config(path: Path, java_home: str) -> None:
     # Flink's default, a new id for each TaskManager process (not one a restarted process shares).
     assert "taskmanager.resource-id" not in config
     assert config["taskmanager.numberOfTaskSlots"] == "2"
+    assert config["taskmanager.rpc.port"] == "6130-6139"  # each start takes one (-D)
     assert config["io.tmp.dirs"] == f"{DATA}/flink/tmp"
     assert config["web.submit.enable"] == "false"  # no jar upload through the REST port
     assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in config["env.java.opts.all"].split()
