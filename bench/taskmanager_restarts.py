@@ -5,7 +5,8 @@ Each kill is the kit's own fault (`playbooks/fault.yml -e fault=kill_taskmanager
 the TaskManager of HOST, started again DOWN_S seconds later by the fault agent (the down times
 alternate over --down-s). After each kill the JobManager's REST API (`/taskmanagers`, on the
 control node's clock) is asked every 0.5 s until a TaskManager of HOST with a new id holds all
-its slots, or --timeout-s passes: that kill is then counted as "never rejoined". Per kill it
+its slots, or --timeout-s passes: that kill is then counted as "never rejoined", and the bench
+stops there (no TaskManager is left to kill). Per kill it
 prints the old and new RPC port and the seconds from the playbook's return (after the undo)
 to the registration; at the end how many rejoined and the spread of those times.
 
@@ -101,10 +102,11 @@ def main() -> None:
             never += 1
             print(
                 f"kill {kill + 1}: down {down_s} s, port {rpc_port(before['id'])}: "
-                f"never rejoined within {args.timeout_s:.0f} s",
+                f"never rejoined within {args.timeout_s:.0f} s (the bench stops: no TaskManager "
+                "to kill next)",
                 flush=True,
             )
-            continue
+            break
         took = time.monotonic() - undone
         rejoined.append(took)
         print(
@@ -112,7 +114,8 @@ def main() -> None:
             f"{rpc_port(after['id'])}, registered {took:.1f} s after the undo",
             flush=True,
         )
-    print(f"\n{len(rejoined)} of {args.kills} kills rejoined, {never} never did", end="")
+    made = len(rejoined) + never
+    print(f"\n{len(rejoined)} of {made} kills rejoined, {never} never did", end="")
     if rejoined:
         print(
             f"; registered {min(rejoined):.1f} to {max(rejoined):.1f} s after the undo "
