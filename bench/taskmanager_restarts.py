@@ -22,35 +22,22 @@ cores: the figures describe that lab, not a real cluster.
 from __future__ import annotations
 
 import argparse
-import json
-import ssl
 import statistics
+import sys
 import time
-import urllib.request
 import uuid
-from pathlib import Path
 
 import lab_playbooks
-import yaml
 
-GROUP_VARS = lab_playbooks.REPO / "inventory" / "lab" / "group_vars" / "all.yml"
-
-
-def jobmanager_rest(address: str, path: str) -> dict:
-    """The JobManager's REST answer, over HTTPS verified with Flink's CA when the lab says so."""
-    settings = yaml.safe_load(GROUP_VARS.read_text()) or {}
-    context, scheme = None, "http"
-    if settings.get("flink_tls_rest"):
-        pki = Path(settings.get("flink_tls_dir") or Path.home() / ".streamlab" / "flink-pki")
-        context, scheme = ssl.create_default_context(cafile=str(pki / "ca.pem")), "https"
-    url = f"{scheme}://{address}:{settings.get('flink_rest_port', 8081)}{path}"
-    with urllib.request.urlopen(url, timeout=10, context=context) as answer:
-        return json.load(answer)
+# The tests' way of reaching the test hosts' JobManager (HTTPS verified with Flink's CA when the
+# lab turns it on) and their addresses.
+sys.path.insert(0, str(lab_playbooks.REPO / "tests"))
+from conftest import flink_rest, lab_hosts  # noqa: E402
 
 
-def taskmanager_of(jobmanager: str, address: str) -> dict | None:
+def taskmanager_of(lab: dict[str, str], address: str) -> dict | None:
     """The registered TaskManager of a host (its id starts with <address>:), if any."""
-    registered = jobmanager_rest(jobmanager, "/taskmanagers")["taskmanagers"]
+    registered = flink_rest(lab, "/taskmanagers")["taskmanagers"]
     return next((tm for tm in registered if tm["id"].startswith(f"{address}:")), None)
 
 
@@ -65,13 +52,13 @@ def main() -> None:
     parser.add_argument("--down-s", default="6,12", help="down times, comma-separated")
     parser.add_argument("--timeout-s", type=float, default=120)
     args = parser.parse_args()
-    hosts = yaml.safe_load(lab_playbooks.INVENTORY.read_text())["all"]["hosts"]
-    jobmanager, address = hosts["node1"]["ansible_host"], hosts[args.host]["ansible_host"]
+    lab = lab_hosts()
+    address = lab[args.host]
     down_times = [int(value) for value in args.down_s.split(",")]
     rejoined: list[float] = []
     never = 0
     for kill in range(args.kills):
-        before = taskmanager_of(jobmanager, address)
+        before = taskmanager_of(lab, address)
         if before is None or before["freeSlots"] != before["slotsNumber"]:
             raise SystemExit(
                 f"{args.host}'s TaskManager is not registered with free slots: {before}"
@@ -89,7 +76,7 @@ def main() -> None:
         undone = time.monotonic()
         after = None
         while time.monotonic() - undone < args.timeout_s:
-            after = taskmanager_of(jobmanager, address)
+            after = taskmanager_of(lab, address)
             if (
                 after
                 and after["id"] != before["id"]
