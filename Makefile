@@ -57,8 +57,11 @@ lint: setup
 	$(BIN)/ruff format --check .
 	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventory/local $$p || exit 1; done
 
+# The tests that need no test host, on both cores (pytest-xdist; a module's tests stay together).
+UNIT_PYTEST = $(BIN)/pytest -m 'not lab' -n 2 --dist loadfile
+
 unit: setup jobs-test
-	$(BIN)/pytest -m 'not lab'
+	$(UNIT_PYTEST)
 
 # The engine jobs' own unit tests (JUnit, with Maven).
 jobs-test:
@@ -67,10 +70,12 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
+# Every test: those that need no test host first, then fresh test hosts and the lab's tests
+# (one at a time: they share the hosts). pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
+	$(UNIT_PYTEST) --durations=12
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(BIN)/pytest --durations=12
+	$(BIN)/pytest -m lab --durations=40
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
