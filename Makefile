@@ -70,12 +70,13 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Every test: those that need no test host first, then fresh test hosts and the lab's tests
-# (one at a time: they share the hosts). pytest exits 5 when it collects no test: make fails then.
+# Every test: fresh test hosts and the lab's tests (one at a time: they share the hosts), then
+# those that need no test host (after the lab's: tests/local_kafka.py takes its broker from the
+# artifact cache the converge fills). pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
-	$(UNIT_PYTEST) --durations=12
 	$(MAKE) lab LAB_FLAGS=--fresh
 	$(BIN)/pytest -m lab --durations=40
+	$(UNIT_PYTEST) --durations=12
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
