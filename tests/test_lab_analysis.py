@@ -21,7 +21,7 @@ pytestmark = pytest.mark.lab
 PLOTS = {"latency_cdf.png", "throughput.png", "latency_over_time.png", "duplicates_over_time.png"}
 
 
-def make_run(results: Path, run_id: str, seconds: int = 60, rate: int = 500) -> Path:
+def make_run(results: Path, run_id: str, seconds: int = 20, rate: int = 500) -> Path:
     """A run with a warm-up, losses, duplicates, a malformed record and a fault at half-time
     that stalls delivery for 4 s."""
     run = RunDir(results, run_id, "flink", parameters={"warmup_s": 5, "checkpoint_interval_s": 5})
@@ -95,8 +95,8 @@ def test_a_cluster_summary_of_the_latest_run_equals_a_local_one(converged, tmp_p
 
 def test_a_comparison_of_several(converged, tmp_path):
     results = tmp_path / "results"
-    first = make_run(results, f"lab-first-{uuid.uuid4().hex[:8]}", seconds=30)
-    second = make_run(results, f"lab-second-{uuid.uuid4().hex[:8]}", seconds=30)
+    first = make_run(results, f"lab-first-{uuid.uuid4().hex[:8]}", seconds=10)
+    second = make_run(results, f"lab-second-{uuid.uuid4().hex[:8]}", seconds=10)
 
     both = run_playbook(
         "analyze.yml",
