@@ -119,9 +119,12 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
     terminal sends it) while its producer runs: its job, producer, collector and timeline go on."""
     results = tmp_path / "results"
     run_id = f"test-interrupted-{uuid.uuid4().hex[:8]}"
+    # Its producer must still run when the next experiment looks for leftovers: 500 s of
+    # messages. 100 s were too few on a loaded machine (CI of 2026-11-26: the look came 240 s
+    # after the interrupted run started, and found the producer already done).
     playbook = start_playbook(
         "experiment.yml",
-        *("-e", "engine=flink", "-e", "count=200000", "-e", f"rate={RATE}"),
+        *("-e", "engine=flink", "-e", f"count={500 * RATE}", "-e", f"rate={RATE}"),
         *("-e", f"run_id={run_id}", "-e", f"experiment_results_dir={results}"),
         *("-e", "analyze_on=none"),
     )
