@@ -72,11 +72,12 @@ lab-test: lab
 
 # Every test: fresh test hosts and the lab's tests (one at a time: they share the hosts), then
 # those that need no test host (after the lab's: tests/local_kafka.py takes its broker from the
-# artifact cache the converge fills). pytest exits 5 when it collects no test: make fails then.
+# artifact cache the converge fills), even when a lab test failed; make fails if either did.
+# pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(BIN)/pytest -m lab --durations=40
-	$(UNIT_PYTEST) --durations=12
+	lab=0; $(BIN)/pytest -m lab --durations=40 || lab=$$?; \
+	  $(UNIT_PYTEST) --durations=12 || exit $$?; exit $$lab
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
