@@ -57,11 +57,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventory/local $$p || exit 1; done
 
-# The tests that need no test host, on both cores (pytest-xdist; a module's tests stay together).
-UNIT_PYTEST = $(BIN)/pytest -m 'not lab' -n 2 --dist loadfile
-
 unit: setup jobs-test
-	$(UNIT_PYTEST)
+	$(BIN)/pytest -m 'not lab'
 
 # The engine jobs' own unit tests (JUnit, with Maven).
 jobs-test:
@@ -70,14 +67,10 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Every test: fresh test hosts and the lab's tests (one at a time: they share the hosts), then
-# those that need no test host (after the lab's: tests/local_kafka.py takes its broker from the
-# artifact cache the converge fills), even when a lab test failed; make fails if either did.
-# pytest exits 5 when it collects no test: make fails then.
+# Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	lab=0; $(BIN)/pytest -m lab --durations=40 || lab=$$?; \
-	  $(UNIT_PYTEST) --durations=12 || exit $$?; exit $$lab
+	$(BIN)/pytest --durations=40
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
