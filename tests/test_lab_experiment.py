@@ -164,6 +164,9 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     results = tmp_path / "results"
     run_id = f"test-{engine}-{uuid.uuid4().hex[:8]}"  # topics are named after the run
     started_s = time.time()  # the test hosts share this machine's clock
+    # One engine's run is enough to check the experiment's own analysis here; Storm's runs are
+    # summarised in test_lab_experiment_faults.py and test_lab_study.py.
+    analyze_on = "local" if engine == "flink" else "none"
     # The control node reaches the hosts over SSH only: the run's REST calls and Kafka
     # questions go through hosts of the cluster.
     with control_node_reaches_only_ssh(converged):
@@ -177,9 +180,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
                 "warmup_s": WARMUP_S,
                 "run_id": run_id,
                 "experiment_results_dir": str(results),
-                # One engine's run is enough to check the experiment's own analysis here; Storm's
-                # runs are summarised in test_lab_experiment_faults.py and test_lab_study.py.
-                "analyze_on": "local" if engine == "flink" else "none",
+                "analyze_on": analyze_on,
             },
             tmp_path=tmp_path,
         )
@@ -303,7 +304,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
 
     # No duplicate: one received line per message.
     assert len(received) == COUNT
-    if engine == "flink":
+    if analyze_on == "local":
         # The run ends with its PySpark summary: report and plots written, headline numbers.
         analysed = json.loads((out / "summary.json").read_text())
         assert (analysed["produced"], analysed["lost"], analysed["duplicate_records"]) == (
