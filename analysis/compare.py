@@ -407,9 +407,9 @@ def _sweep(groups: Sequence[Group], path: Path) -> bool:
     return True
 
 
-def draw(groups: Sequence[Group], directory: Path) -> list[str]:
+def draw(groups: Sequence[Group], directory: Path) -> dict[str, bool]:
+    """Each comparison plot's file name, and whether it was drawn (False: no data for it)."""
     directory.mkdir(parents=True, exist_ok=True)
-    made = []
     latency = [_metric(k) for k in ("latency_p50_ms", "latency_p99_ms", "latency_p99.9_ms")]
     jobs = (
         (
@@ -438,20 +438,35 @@ def draw(groups: Sequence[Group], directory: Path) -> list[str]:
         ),
         ("parameter_sweep.png", lambda p: _sweep(groups, p)),
     )
-    for name, job in jobs:
-        if job(directory / name):
-            made.append(name)
-    return made
+    drawn = {name: job(directory / name) for name, job in jobs}
+    for name, made in drawn.items():
+        if not made:  # a plot of an earlier comparison in the same place would be stale
+            (directory / name).unlink(missing_ok=True)
+    return drawn
+
+
+def plots_section(groups: Sequence[Group], drawn: dict[str, bool]) -> str:
+    """The comparison's Plots section: the plots drawn, then the ones not drawn and why (a
+    plot shows only the runs counted in a mean, so a study whose runs were all flagged
+    overloaded has none)."""
+    not_drawn = [name for name, made in drawn.items() if not made]
+    lines = [f"![{name}]({PLOTS_DIR}/{name})\n" for name, made in drawn.items() if made]
+    if not_drawn:
+        runs = [run for group in groups for run in group.runs]
+        overloaded = sum(run.overloaded is True for run in runs)
+        why = "no run counted in a mean has a value for them"
+        if overloaded:
+            why += f" ({overloaded} of {len(runs)} runs flagged overloaded and left out)"
+        lines.append(f"Not drawn, as {why}: {', '.join(not_drawn)}.\n")
+    return "\n## Plots\n\n" + "\n".join(lines) + "\n"
 
 
 def compare(directories: Sequence[Path], out: Path) -> list[Group]:
     runs = load_runs(directories)
     groups = group_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
-    made = draw(groups, out / PLOTS_DIR)
-    text = markdown_table(groups)
-    if made:
-        text += "\n## Plots\n\n" + "".join(f"![{n}]({PLOTS_DIR}/{n})\n\n" for n in made)
+    drawn = draw(groups, out / PLOTS_DIR)
+    text = markdown_table(groups) + plots_section(groups, drawn)
     write_atomic(out / "comparison.csv", csv_table(groups))
     write_atomic(out / "comparison.md", text)
     return groups

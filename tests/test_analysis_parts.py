@@ -340,6 +340,30 @@ def test_compare_flags_overloaded_runs_and_leaves_them_out_of_the_mean(tmp_path)
     rows = list(csv.DictReader((out / "comparison.csv").open()))
     assert [r["overloaded"] for r in rows if r["kind"] == "run"] == ["false", "true", ""]
     assert next(r for r in rows if r["kind"] == "mean")["n"] == "2"
+    assert (out / "plots" / "latency_percentiles.png").is_file()
+    assert "![latency_percentiles.png](plots/latency_percentiles.png)" in table
+
+
+def test_compare_draws_no_plot_of_overloaded_runs_and_says_why(tmp_path):
+    runs = [
+        fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0),
+        fake_summary(tmp_path, "s30-a", "storm", 30, 0.2, 50, 3.0),
+    ]
+    out = tmp_path / "cmp"
+    compare.compare(runs, out)  # not overloaded: every plot drawn
+    assert len(list((out / "plots").iterdir())) == 4
+    for run in runs:
+        overload = {"overloaded": True, "reason": "backlog slope"}
+        (run / "received.summary.json").write_text(json.dumps({"overload": overload}))
+    compare.compare(runs, out)  # the same runs, now flagged: the earlier plots are gone
+    assert list((out / "plots").iterdir()) == []
+    table = (out / "comparison.md").read_text()
+    assert "![" not in table
+    assert (
+        "Not drawn, as no run counted in a mean has a value for them (2 of 2 runs flagged "
+        "overloaded and left out): latency_percentiles.png, duplicate_rate.png, recovery.png, "
+        "parameter_sweep.png." in table
+    )
 
 
 def test_compare_says_when_only_some_runs_had_internal_tls(tmp_path, capsys):

@@ -157,7 +157,13 @@ def test_it_ends_with_one_report_over_every_run(smoke):
     assert sorted(row["run_id"] for row in rows) == sorted(r["run_id"] for r in record["runs"])
     assert {row["engine"] for row in rows} == {"flink", "storm"}
     assert all(float(row["loss_rate"]) == 0 for row in rows), rows
-    assert {path.name for path in (smoke.study_dir / "plots").iterdir()} >= PLOTS
     report = (smoke.study_dir / "report.md").read_text()
+    drawn = {path.name for path in (smoke.study_dir / "plots").iterdir()}
+    if any(row["overloaded"] != "true" for row in rows):
+        assert drawn >= PLOTS
+    else:  # both runs fell behind on this machine: plots of a queue are not drawn, and it says so
+        assert drawn == set()
+        assert "(2 of 2 runs flagged overloaded and left out): latency_percentiles.png" in report
+    assert all(f"(plots/{name})" in report for name in drawn)
     assert all(run["run_id"] in report for run in record["runs"])
     assert str(record["order_seed"]) in report
