@@ -73,8 +73,15 @@ def main() -> None:
     if not p["prefix"]:
         module.fail_json(msg="kafka_topics: an empty prefix would match every topic; give one")
     # Before the library: a host where Kafka never ran (half provisioned) may not have it.
-    if p["unreachable_ok"] and not any_listening(p["bootstrap_servers"]):
-        module.exit_json(changed=False, topics=[], reachable=False, msg="no broker answers")
+    # A port nobody listens on fails at once, not after kafka-python's own 30 s of retries.
+    if not any_listening(p["bootstrap_servers"]):
+        if p["unreachable_ok"]:
+            module.exit_json(changed=False, topics=[], reachable=False, msg="no broker answers")
+        module.fail_json(
+            msg=f"Kafka at {p['bootstrap_servers']}: no broker answers on any of these "
+            "addresses; start the brokers (playbooks/site.yml) or fix the addresses",
+            topics=[],
+        )
     if KafkaAdminClient is None:
         missing = (
             f"kafka-python is missing from {sys.executable}: the kafka role installs it in the "
