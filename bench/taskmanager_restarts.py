@@ -32,17 +32,13 @@ import lab_playbooks
 # The tests' way of reaching the test hosts' JobManager (HTTPS verified with Flink's CA when the
 # lab turns it on) and their addresses.
 sys.path.insert(0, str(lab_playbooks.REPO / "tests"))
-from conftest import flink_rest, lab_hosts  # noqa: E402
+from conftest import flink_rest, lab_hosts, taskmanager_rpc_port  # noqa: E402
 
 
 def taskmanager_of(lab: dict[str, str], address: str) -> dict | None:
     """The registered TaskManager of a host (its id starts with <address>:), if any."""
     registered = flink_rest(lab, "/taskmanagers")["taskmanagers"]
     return next((tm for tm in registered if tm["id"].startswith(f"{address}:")), None)
-
-
-def rpc_port(taskmanager_id: str) -> int:
-    return int(taskmanager_id.split(":")[1].split("-")[0])
 
 
 def main() -> None:
@@ -88,7 +84,7 @@ def main() -> None:
         if after is None:
             never += 1
             print(
-                f"kill {kill + 1}: down {down_s} s, port {rpc_port(before['id'])}: "
+                f"kill {kill + 1}: down {down_s} s, port {taskmanager_rpc_port(before['id'])}: "
                 f"never rejoined within {args.timeout_s:.0f} s (the bench stops: no TaskManager "
                 "to kill next)",
                 flush=True,
@@ -97,8 +93,8 @@ def main() -> None:
         took = time.monotonic() - undone
         rejoined.append(took)
         print(
-            f"kill {kill + 1}: down {down_s} s, port {rpc_port(before['id'])} -> "
-            f"{rpc_port(after['id'])}, registered {took:.1f} s after the undo",
+            f"kill {kill + 1}: down {down_s} s, port {taskmanager_rpc_port(before['id'])} -> "
+            f"{taskmanager_rpc_port(after['id'])}, registered {took:.1f} s after the undo",
             flush=True,
         )
     made = len(rejoined) + never

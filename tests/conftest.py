@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -346,12 +347,18 @@ LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
 LAB_KAFKA_CLIENT_CONFIG = "/etc/streamlab/kafka-client.properties"
 
 
+@functools.cache
+def lab_group_vars() -> dict:
+    """inventory/lab/group_vars/all.yml, read once per process."""
+    return yaml.safe_load(LAB_GROUP_VARS.read_text())
+
+
 def lab_pki(component: str) -> Path:
     """The directory on this control node of the CA and certificates the kit made for a
     component's TLS (kafka or flink): the lab's <component>_tls_dir, else the role's default,
     ~/.streamlab/<component>-pki (the default's HOME lookup is the only template in it)."""
     setting = f"{component}_tls_dir"
-    configured = yaml.safe_load(LAB_GROUP_VARS.read_text()).get(setting)
+    configured = lab_group_vars().get(setting)
     if configured:
         return Path(configured)
     default = str(role_default(component, setting))
@@ -368,7 +375,7 @@ def lab_kafka_settings() -> dict[str, object]:
     """
     from producer.kafka_security import client_settings
 
-    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text())
+    group_vars = lab_group_vars()
     if not group_vars.get("kafka_sasl_enabled"):
         return {}
     username = group_vars.get("kafka_sasl_username", role_default("kafka", "kafka_sasl_username"))
@@ -382,6 +389,11 @@ def lab_kafka_settings() -> dict[str, object]:
             "ssl.truststore.location": str(ca),
         }
     )
+
+
+def taskmanager_rpc_port(taskmanager_id: str) -> int:
+    """The RPC port in a TaskManager's id as the JobManager lists it (<address>:<port>-<random>)."""
+    return int(taskmanager_id.split(":")[1].split("-")[0])
 
 
 def flink_rest(
@@ -398,9 +410,8 @@ def flink_rest(
     import ssl
     import urllib.request
 
-    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text())
     context, scheme = None, "http"
-    if group_vars.get("flink_tls_rest"):
+    if lab_group_vars().get("flink_tls_rest"):
         context = ssl.create_default_context(cafile=str(lab_pki("flink") / "ca.pem"))
         scheme = "https"
     request = urllib.request.Request(

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 from kafka import KafkaAdminClient
 
 from conftest import (
-    LAB_GROUP_VARS,
     LAB_INVENTORY,
     LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
     control_node_reaches_only_ssh,
     flink_rest,
+    lab_group_vars,
     lab_kafka_settings,
     lab_pki,
     on_lab_host,
@@ -56,7 +55,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 # The same names, with the same values, in both engines' run.json `settings`, as each engine
 # reported them (Flink's REST job configuration, Storm's topology configuration from Nimbus).
-LAB_SECRETS = yaml.safe_load(LAB_GROUP_VARS.read_text())
+LAB_SECRETS = lab_group_vars()
 EQUAL_FOOTING = {
     "source_tasks": 4,
     "sink.acks": "all",

@@ -29,6 +29,7 @@ from conftest import (
     lab_pki,
     on_lab_host,
     role_default,
+    taskmanager_rpc_port,
     wait_until,
 )
 
@@ -60,7 +61,7 @@ def wait_for_taskmanagers(lab: dict[str, str], count: int) -> dict:
 def taskmanager_rpc_ports(lab: dict[str, str]) -> dict[str, int]:
     """Each registered TaskManager's RPC port by address (its id: <address>:<port>-<random>)."""
     ids = [tm["id"] for tm in rest(lab, "/taskmanagers")["taskmanagers"]]
-    return {tm_id.split(":")[0]: int(tm_id.split(":")[1].split("-")[0]) for tm_id in ids}
+    return {tm_id.split(":")[0]: taskmanager_rpc_port(tm_id) for tm_id in ids}
 
 
 def test_jobmanager_reports_both_taskmanagers_and_their_slots(converged):
