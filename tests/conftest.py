@@ -114,6 +114,13 @@ def start_playbook(playbook: str, *arguments: str) -> subprocess.Popen:
     )
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def run_module(
     module: str, args: dict, *flags: str, path: str = "/usr/bin:/bin"
 ) -> tuple[int, dict]:

@@ -14,7 +14,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tarfile
 import time
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from conftest import free_port
 
 START_TIMEOUT_S = 60
 HEAP = "-Xmx512m"
@@ -78,12 +79,6 @@ def find_kafka(cache: Path, unpack_to: Path) -> Path | None:
             if _is_kafka_home(home):
                 return home
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def java() -> str:

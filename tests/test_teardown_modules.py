@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import run_module
+from conftest import free_port, run_module
 
 
 def state_dir(tmp_path):
@@ -107,12 +107,6 @@ def test_a_mount_point_is_emptied_but_stays(tmp_path):
         assert mounted.is_dir() and not any(mounted.iterdir())
     finally:
         subprocess.run(["umount", str(mounted)], check=True)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_kafka_topics_refuses_an_empty_prefix():
