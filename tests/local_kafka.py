@@ -10,21 +10,28 @@ A machine without the jars fails the tests that need the broker, with the way to
 
 from __future__ import annotations
 
-import base64
+import importlib.util
 import os
 import shutil
 import signal
 import subprocess
 import tarfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import REPO, free_port
+
+# The kafka role's cluster id generator (roles/kafka/files), so the broker here is formatted the
+# same way.
+_SPEC = importlib.util.spec_from_file_location(
+    "kafka_cluster_id", REPO / "roles" / "kafka" / "files" / "kafka_cluster_id.py"
+)
+kafka_cluster_id = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(kafka_cluster_id)
 
 START_TIMEOUT_S = 60
 HEAP = "-Xmx512m"
@@ -156,15 +163,6 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64. Like Kafka's Uuid.randomUuid(), never
-    one that starts with '-', which the storage tool would take for an option."""
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id
-
-
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     """A running single-node broker for the session; killed at the end. Fails, never skips."""
@@ -184,7 +182,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrok
         "-cp",
         f"{home / 'libs'}/*",
     ]
-    cluster_id = new_cluster_id()
+    cluster_id = kafka_cluster_id.new_cluster_id()
     formatted = subprocess.run(
         [*base, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id]
         + ["--config", str(properties)],
