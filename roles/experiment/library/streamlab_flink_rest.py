@@ -32,7 +32,7 @@ options:
 """
 
 RETURN = r"""
-documents: {description: Name -> the JSON the path answered, parsed., type: dict}
+documents: {description: "Name -> the JSON the path answered, parsed.", type: dict}
 files: {description: "With keep_dir: [{dest, content}] for streamlab_files.", type: list}
 """
 
@@ -65,7 +65,7 @@ def main() -> None:
     p = module.params
     base = p["url"].rstrip("/")
     context = None
-    if base.startswith("https:"):
+    if base.lower().startswith("https:"):
         context = ssl.create_default_context(cafile=p["ca_file"] or None)
     documents, problems = {}, []
     for name, path in p["documents"].items():
