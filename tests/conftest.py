@@ -121,6 +121,39 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def local_preflight(
+    tmp_path: Path,
+    hosts: dict[str, dict],
+    groups: dict[str, Sequence[str]],
+    components: list[str],
+    extravars: dict | None = None,
+) -> PlaybookRun:
+    """preflight.yml for some components on an inventory of hosts that Ansible reaches with a
+    local connection (hosts: name -> its own variables; groups: name -> its hosts)."""
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+    }
+    inventory = tmp_path / "hosts.yml"
+    children = {name: {"hosts": {host: {} for host in members}} for name, members in groups.items()}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "hosts": {name: {**local, **variables} for name, variables in hosts.items()},
+                    "children": children,
+                }
+            }
+        )
+    )
+    return run_playbook(
+        "preflight.yml",
+        inventory,
+        extravars={"preflight_components": components, **(extravars or {})},
+        tmp_path=tmp_path,
+    )
+
+
 def run_module(
     module: str, args: dict, *flags: str, path: str = "/usr/bin:/bin"
 ) -> tuple[int, dict]:

@@ -5,37 +5,14 @@ setting and the fix."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from conftest import run_playbook
+from conftest import PlaybookRun, local_preflight
 
-LOCAL = {
-    "ansible_connection": "local",
-    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-}
+GROUPS = {"flink_jobmanager": ["jm"], "flink_taskmanager": ["tm"]}
 
 
-def preflight(tmp_path, hosts: dict) -> object:
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "hosts": hosts,
-                    "children": {
-                        "flink_jobmanager": {"hosts": {"jm": {}}},
-                        "flink_taskmanager": {"hosts": {"tm": {}}},
-                    },
-                }
-            }
-        )
-    )
-    return run_playbook(
-        "preflight.yml",
-        inventory,
-        extravars={"preflight_components": ["flink"]},
-        tmp_path=tmp_path,
-    )
+def preflight(tmp_path, hosts: dict) -> PlaybookRun:
+    return local_preflight(tmp_path, hosts, GROUPS, ["flink"])
 
 
 @pytest.mark.parametrize(
@@ -51,7 +28,7 @@ def preflight(tmp_path, hosts: dict) -> object:
 def test_a_taskmanager_rpc_port_range_a_restart_cannot_move_along_is_refused(
     tmp_path, ports, problem
 ):
-    hosts = {"jm": dict(LOCAL), "tm": dict(LOCAL, flink_taskmanager_rpc_ports=ports)}
+    hosts = {"jm": {}, "tm": {"flink_taskmanager_rpc_ports": ports}}
     refused = preflight(tmp_path, hosts)
     assert refused.rc != 0
     assert problem in " ".join(refused.output.split()), refused.output[-3000:]
@@ -59,7 +36,7 @@ def test_a_taskmanager_rpc_port_range_a_restart_cannot_move_along_is_refused(
 
 
 def test_the_default_taskmanager_rpc_port_range_passes(tmp_path):
-    passed = preflight(tmp_path, {"jm": dict(LOCAL), "tm": dict(LOCAL)})
+    passed = preflight(tmp_path, {"jm": {}, "tm": {}})
     assert "flink_taskmanager_rpc_ports" not in passed.output, passed.output[-3000:]
     assert passed.rc == 0, passed.output[-3000:]
 
@@ -68,7 +45,7 @@ def test_the_default_taskmanager_rpc_port_range_passes(tmp_path):
 def test_flink_hosts_with_different_tls_switches_are_refused(tmp_path, setter):
     """Whichever host sets the switch (the first of the play, which runs the check, or another),
     the other has the role's default and the two differ."""
-    hosts = {"jm": dict(LOCAL), "tm": dict(LOCAL)}
+    hosts: dict[str, dict] = {"jm": {}, "tm": {}}
     hosts[setter]["flink_tls_rest"] = True
     refused = preflight(tmp_path, hosts)
     assert refused.rc != 0

@@ -8,14 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import yaml
 
-from conftest import run_playbook
+from conftest import PlaybookRun, local_preflight
 
-LOCAL = {
-    "ansible_connection": "local",
-    "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-}
 HOSTS = ("a", "b", "c")
 # Every group of every component on three local hosts: one host where a group needs exactly one.
 GROUPS = {
@@ -44,22 +39,10 @@ def hosts_of(name: str, *hosts: str) -> Change:
     return lambda groups: groups.update({name: hosts})
 
 
-def preflight(tmp_path, components: list[str], change: Change, extravars: dict):
+def preflight(tmp_path, components: list[str], change: Change, extravars: dict) -> PlaybookRun:
     groups = dict(GROUPS)
     change(groups)
-    inventory = tmp_path / "hosts.yml"
-    children = {name: {"hosts": {host: {} for host in hosts}} for name, hosts in groups.items()}
-    inventory.write_text(
-        yaml.safe_dump(
-            {"all": {"hosts": {host: dict(LOCAL) for host in HOSTS}, "children": children}}
-        )
-    )
-    return run_playbook(
-        "preflight.yml",
-        inventory,
-        extravars={"preflight_components": components, **extravars},
-        tmp_path=tmp_path,
-    )
+    return local_preflight(tmp_path, {host: {} for host in HOSTS}, groups, components, extravars)
 
 
 @pytest.mark.parametrize(
