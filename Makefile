@@ -67,10 +67,12 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Fresh test hosts, then every test. pytest exits 5 when it collects no test: make fails then.
+# Fresh test hosts, then every test: the lab's, and beside them at a low CPU weight those that need
+# no test host (tests/run_suite.py; their output in logs/unit-tests.log, printed after the lab's).
+# pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(BIN)/pytest --durations=40
+	$(PY) tests/run_suite.py --durations=40
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup
