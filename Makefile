@@ -67,9 +67,9 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Fresh test hosts, then every test: the lab's, and beside them at a low CPU weight those that need
-# no test host (tests/run_suite.py; their output in logs/unit-tests.log, printed after the lab's).
-# pytest exits 5 when it collects no test: make fails then.
+# Fresh test hosts, then every test (tests/run_suite.py): the lab's; beside them, at a low CPU
+# weight, those that need no test host (their output in logs/, printed after the lab's); last,
+# alone, the realtime ones. pytest exits 5 when it collects no test: make fails then.
 test: lint jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
 	$(PY) tests/run_suite.py --durations=40

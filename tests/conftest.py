@@ -557,6 +557,14 @@ _SPARK_USERS: set[str] = set()
 _SPARK_SESSION: list = []
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on the local Kafka broker (tests/local_kafka.py: a JVM that must serve within its
+    start deadline) is a realtime test too, whichever module it is in."""
+    for item in items:
+        if "kafka_broker" in item.fixturenames:
+            item.add_marker(pytest.mark.realtime)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The tests that will run (after -k/-m deselection) and use the session."""
     _SPARK_USERS.update(item.nodeid for item in session.items if "spark" in item.fixturenames)

@@ -1,22 +1,27 @@
-"""`make test`'s pytest runs: the lab's tests, and beside them, at a low CPU weight, the tests that
-need no test host, so these use the CPU the lab leaves unused (waits on SSH, on a paced producer,
-on a fault's schedule) instead of adding their own time after the lab's.
+"""`make test`'s pytest runs, in three parts:
 
-Their local Kafka broker (tests/local_kafka.py) comes from the artifact cache that the lab's
-first converge fills, so they start once the Kafka bundle is there (at once on a warm cache).
+1. the lab's tests (`-m lab`), their output streamed as it comes;
+2. beside them, at a low CPU weight, the tests that need no test host and no wall-clock deadline
+   (`-m "not lab and not realtime"`), so these use the CPU the lab leaves unused (waits on SSH,
+   on a paced producer, on a fault's schedule) instead of adding their own time after the lab's;
+   their output goes to a log, printed once the lab's tests are done;
+3. last, alone and at the normal weight, the `realtime` tests that need no test host (deadlines
+   of seconds or less on the wall clock, the local Kafka broker's JVM, conftest marks them),
+   which a busy lab beside them could make late.
 
-The low weight is a cgroup (v1 `cpu` hierarchy) with a quarter of a process group's CPU shares,
-which every process the tests start stays in, also those in a session of their own. Not the
-idle class: a local broker or a deadline of a few seconds in those tests must still get some CPU
-while the lab keeps both cores busy. Where this machine has no such hierarchy: `nice 10`, which
-a process in a new session escapes through its own autogroup, and the runner says so. The lab's
-output streams as it comes; the other run's is kept in a log and printed when the lab's is done.
-Exit status: the first non-zero of the two runs, else 0.
+The low weight is a cgroup (v1 `cpu` hierarchy, below this process's own) with a quarter of a
+process group's CPU shares, which every process those tests start stays in, also one in a
+session of its own. Not the idle class: they must still get some CPU while the lab keeps both
+cores busy. Where this machine has no such hierarchy: `nice 10`, and the runner says so.
+
+Exit status: the first non-zero of the three runs, else 0. Ctrl-C (which reaches every run) or
+SIGTERM (passed on as SIGINT) lets each run clean up for up to STOP_GRACE_S before it is killed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,39 +30,42 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from local_kafka import cache_dir  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[1]
-CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
-LOW_CGROUP = CPU_CGROUP_ROOT / "streamlab-unit-tests"
+CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
 # A process group (autogroup) at nice 0 weighs 1024.
 LOW_CPU_SHARES = 256
-CACHE_POLL_S = 5.0
+# What pytest needs to undo a lab test's changes (the cut-off table, a stopped daemon, faults).
+STOP_GRACE_S = 120
 
 
-def kafka_bundle_cached(cache: Path) -> bool:
-    """Is the Kafka bundle the local broker unpacks in the cache (downloads end with a rename)?"""
-    return any(cache.glob("bundles/kafka-*.tar.gz"))
+def own_cpu_cgroup(proc_cgroup: str) -> str:
+    """This process's cgroup in the v1 `cpu` hierarchy, from /proc/self/cgroup's text ("/" when
+    none is named)."""
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+    return "/"
 
 
 def low_weight_cgroup() -> Path | None:
-    """A cgroup with LOW_CPU_SHARES, or None where this machine has no cgroup v1 `cpu`
-    hierarchy that this user may change."""
-    if not (CPU_CGROUP_ROOT / "cpu.shares").exists():
+    """A new cgroup with LOW_CPU_SHARES below this process's own, or None where this machine
+    has no cgroup v1 `cpu` hierarchy that this user may change."""
+    parent = CPU_HIERARCHY / own_cpu_cgroup(Path("/proc/self/cgroup").read_text()).lstrip("/")
+    if not (parent / "cpu.shares").exists():
         return None
+    cgroup = parent / f"streamlab-tests-{os.getpid()}"
     try:
-        LOW_CGROUP.mkdir(exist_ok=True)
-        (LOW_CGROUP / "cpu.shares").write_text(f"{LOW_CPU_SHARES}\n")
+        cgroup.mkdir()
+        (cgroup / "cpu.shares").write_text(f"{LOW_CPU_SHARES}\n")
     except OSError:
         return None
-    return LOW_CGROUP
+    return cgroup
 
 
 def enter(cgroup: Path | None) -> Callable[[], None]:
-    """What the unit run's process does before it execs pytest: join the low-weight cgroup, or
-    lower its own priority where there is none."""
+    """What the low-weight run's process does before it execs pytest: join the cgroup, or lower
+    its own priority where there is none."""
 
     def join() -> None:
         if cgroup is None:
@@ -69,12 +77,37 @@ def enter(cgroup: Path | None) -> Callable[[], None]:
 
 
 def remove(cgroup: Path | None) -> None:
-    """Remove the low-weight cgroup once empty (a process still in it keeps it)."""
-    if cgroup is not None:
+    """Kill what the tests left in the cgroup, then remove it."""
+    if cgroup is None:
+        return
+    for _ in range(10):
+        left = [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
+        if not left:
+            break
+        print(f"run_suite: killing what the tests left running: {left}", file=sys.stderr)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+    try:
+        cgroup.rmdir()
+    except OSError as error:
+        print(f"run_suite: {cgroup} kept: {error}", file=sys.stderr)
+
+
+def stop(runs: list[subprocess.Popen[bytes]], pass_on_sigint: bool) -> None:
+    """Let each run that still runs end its tests' cleanup, then kill it."""
+    alive = [run for run in runs if run.poll() is None]
+    if pass_on_sigint:
+        for run in alive:
+            run.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for run in alive:
         try:
-            cgroup.rmdir()
-        except OSError as error:
-            print(f"run_suite: {cgroup} kept: {error}", file=sys.stderr)
+            run.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait()
 
 
 def elapsed(started: float) -> str:
@@ -82,67 +115,87 @@ def elapsed(started: float) -> str:
     return f"{seconds // 60} min {seconds % 60} s"
 
 
+class Stopped(Exception):
+    """SIGTERM arrived (CI's time limit, or a kill)."""
+
+
+def raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--durations", type=int, default=40, help="slowest tests to list per run")
     parser.add_argument(
-        "--unit-log",
+        "--beside-log",
         type=Path,
-        default=REPO / "logs" / "unit-tests.log",
-        help="where the run of the tests that need no test host writes its output",
+        default=REPO / "logs" / "tests-beside-the-lab.log",
+        help="where the run beside the lab's tests writes its output",
+    )
+    parser.add_argument(
+        "pytest_args", nargs="*", help="more pytest arguments for every run (after --)"
     )
     arguments = parser.parse_args()
-    pytest = [sys.executable, "-m", "pytest", f"--durations={arguments.durations}"]
+    pytest = [
+        *(sys.executable, "-m", "pytest", f"--durations={arguments.durations}"),
+        *arguments.pytest_args,
+    ]
     started = time.monotonic()
-    # A stop from outside (CI's time limit) ends both runs through the `finally` below.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, raise_stopped)
 
-    lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO)
-    unit: subprocess.Popen[bytes] | None = None
-    cgroup: Path | None = None
+    runs: list[subprocess.Popen[bytes]] = []
+    cgroup = low_weight_cgroup()
+    arguments.beside_log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        cache = cache_dir()
-        while not kafka_bundle_cached(cache) and lab.poll() is None:
-            time.sleep(CACHE_POLL_S)
-        cgroup = low_weight_cgroup()
-        arguments.unit_log.parent.mkdir(parents=True, exist_ok=True)
-        with arguments.unit_log.open("w") as log:
-            unit_started = time.monotonic()
-            unit = subprocess.Popen(
-                [*pytest, "-m", "not lab"],
+        with arguments.beside_log.open("w") as log:
+            lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO)
+            runs.append(lab)
+            beside = subprocess.Popen(
+                [*pytest, "-m", "not lab and not realtime"],
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=enter(cgroup),
             )
-            where = (
+            runs.append(beside)
+            weight = (
                 f"in the cgroup {cgroup} ({LOW_CPU_SHARES} CPU shares)"
                 if cgroup
                 else "at nice 10 (no cgroup cpu hierarchy here)"
             )
             print(
-                f"\nrun_suite: the tests that need no test host started {elapsed(started)} in, "
-                f"{where}; their output: {arguments.unit_log}",
+                f"run_suite: beside the lab's tests, those that need no test host and no "
+                f"wall-clock deadline run {weight}; their output: {arguments.beside_log}",
                 flush=True,
             )
             lab_rc = lab.wait()
             print(f"\nrun_suite: the lab's tests ended after {elapsed(started)} (exit {lab_rc})")
-            unit_rc = unit.wait()
-    finally:
-        # Interrupted (Ctrl-C, or CI's time limit): neither run is left behind.
-        for run in (lab, unit):
-            if run is not None and run.poll() is None:
-                run.terminate()
-                run.wait()
+            beside_rc = beside.wait()
         remove(cgroup)
+        cgroup = None
+        print(
+            f"run_suite: the tests beside them ended after {elapsed(started)} (exit {beside_rc}); "
+            "their output follows\n",
+            flush=True,
+        )
+        sys.stdout.write(arguments.beside_log.read_text(errors="replace"))
+        print("\nrun_suite: last, alone, the realtime tests that need no test host\n", flush=True)
+        realtime = subprocess.Popen([*pytest, "-m", "realtime and not lab"], cwd=REPO)
+        runs.append(realtime)
+        realtime_rc = realtime.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached every run too
+        stop(runs, pass_on_sigint=False)
+        remove(cgroup)
+        return 130
+    except Stopped:
+        stop(runs, pass_on_sigint=True)
+        remove(cgroup)
+        return 143
     print(
-        f"\nrun_suite: the tests that need no test host ended after {elapsed(unit_started)} "
-        f"(exit {unit_rc}); their output follows\n",
-        flush=True,
+        f"\nrun_suite: exit {lab_rc} (lab), {beside_rc} (beside the lab), {realtime_rc} "
+        f"(realtime); {elapsed(started)} in all"
     )
-    sys.stdout.write(arguments.unit_log.read_text())
-    print(f"\nrun_suite: lab exit {lab_rc}, no-host exit {unit_rc}, {elapsed(started)} in all")
-    return lab_rc or unit_rc
+    return lab_rc or beside_rc or realtime_rc
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ import pytest
 
 from producer import clockprobe
 
+# Real sockets and timeouts: offsets under 50 ms, a 1 s timeout timed.
+pytestmark = pytest.mark.realtime
+
 
 def dropping_server(drop_first):
     """A driver-side server on a free port that ignores the first drop_first requests."""

@@ -17,6 +17,9 @@ import pytest
 
 from conftest import REPO
 
+# Faults on schedule, checked against the wall clock (late_ms, end - start, undo deadlines).
+pytestmark = pytest.mark.realtime
+
 FILES = REPO / "roles" / "fault" / "files"
 sys.path.insert(0, str(FILES))
 

@@ -6,6 +6,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from producer.clock import SimulatedClock, SystemClock
 from producer.lagsampler import InlineSampling, LagSample, LagSampler, ThreadedSampling
 
@@ -115,6 +117,7 @@ def test_inline_sampling_takes_one_sample_per_interval_on_the_clock():
     assert [s.t_ms - taken[0].t_ms for s in taken] == [0, 1000, 2000]
 
 
+@pytest.mark.realtime  # the caller never waits 50 ms, on the wall clock
 def test_threaded_sampling_never_blocks_the_caller_on_a_slow_broker():
     source = FakeOffsets(delay_s=0.4)  # each sample takes 0.4 s
     sampling = ThreadedSampling(
