@@ -14,8 +14,9 @@ process group's CPU shares, which every process those tests start stays in, also
 session of its own. Not the idle class: they must still get some CPU while the lab keeps both
 cores busy. Where this machine has no such hierarchy: `nice 10`, and the runner says so.
 
-Exit status: the first non-zero of the three runs, else 0. Ctrl-C (which reaches every run) or
-SIGTERM (passed on as SIGINT) lets each run clean up for up to STOP_GRACE_S before it is killed.
+Exit status: the first non-zero of the three runs, else 0. Each run has a process group of its
+own: Ctrl-C or SIGTERM to the runner is passed on to each run as one SIGINT, which lets its tests
+clean up for up to STOP_GRACE_S before it is killed.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def enter(cgroup: Path | None) -> Callable[[], None]:
 
 
 def remove(cgroup: Path | None) -> None:
-    """Kill what the tests left in the cgroup, then remove it."""
-    if cgroup is None:
+    """Kill what the tests left in the cgroup, then remove it (once it is gone, nothing)."""
+    if cgroup is None or not cgroup.exists():
         return
     for _ in range(10):
         left = [int(pid) for pid in (cgroup / "cgroup.procs").read_text().split()]
@@ -95,19 +96,26 @@ def remove(cgroup: Path | None) -> None:
         print(f"run_suite: {cgroup} kept: {error}", file=sys.stderr)
 
 
-def stop(runs: list[subprocess.Popen[bytes]], pass_on_sigint: bool) -> None:
-    """Let each run that still runs end its tests' cleanup, then kill it."""
+def stop(runs: list[subprocess.Popen[bytes]]) -> None:
+    """Ask each run that still runs to stop as Ctrl-C does (once: a second SIGINT makes pytest
+    skip its cleanup), let it clean up for STOP_GRACE_S, then kill what is left of it."""
     alive = [run for run in runs if run.poll() is None]
-    if pass_on_sigint:
-        for run in alive:
-            run.send_signal(signal.SIGINT)
+    for run in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE_S
     for run in alive:
         try:
             run.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            run.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
             run.wait()
+
+
+def exit_status(returncode: int) -> int:
+    """A run's exit status as a shell gives it (killed by signal N: 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def elapsed(started: float) -> str:
@@ -121,6 +129,57 @@ class Stopped(Exception):
 
 def raise_stopped(signum: int, frame: object) -> None:
     raise Stopped
+
+
+def run_all(
+    pytest: list[str], beside_log: Path, runs: list[subprocess.Popen[bytes]], started: float
+) -> dict[str, int]:
+    """The three runs, in their order; each started is added to runs (for stop())."""
+    cgroup = low_weight_cgroup()
+    try:
+        with beside_log.open("w") as log:
+            # Each run in a process group of its own: a signal reaches it only through stop().
+            lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO, process_group=0)
+            runs.append(lab)
+            beside = subprocess.Popen(
+                [*pytest, "-m", "not lab and not realtime"],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                preexec_fn=enter(cgroup),
+            )
+            runs.append(beside)
+            weight = (
+                f"in the cgroup {cgroup} ({LOW_CPU_SHARES} CPU shares)"
+                if cgroup
+                else "at nice 10 (no cgroup v1 cpu hierarchy this runner may use)"
+            )
+            print(
+                f"run_suite: beside the lab's tests, those that need no test host and no "
+                f"wall-clock deadline run {weight}; their output: {beside_log}",
+                flush=True,
+            )
+            codes = {"lab": exit_status(lab.wait())}
+            print(
+                f"\nrun_suite: the lab's tests ended after {elapsed(started)} "
+                f"(exit {codes['lab']})",
+                flush=True,
+            )
+            codes["beside the lab"] = exit_status(beside.wait())
+    finally:
+        remove(cgroup)
+    print(
+        f"run_suite: the tests beside them ended after {elapsed(started)} "
+        f"(exit {codes['beside the lab']}); their output follows\n",
+        flush=True,
+    )
+    sys.stdout.write(beside_log.read_text(errors="replace"))
+    print("\nrun_suite: last, alone, the realtime tests that need no test host\n", flush=True)
+    realtime = subprocess.Popen([*pytest, "-m", "realtime and not lab"], cwd=REPO, process_group=0)
+    runs.append(realtime)
+    codes["realtime"] = exit_status(realtime.wait())
+    return codes
 
 
 def main() -> int:
@@ -141,61 +200,30 @@ def main() -> int:
         *arguments.pytest_args,
     ]
     started = time.monotonic()
-    signal.signal(signal.SIGTERM, raise_stopped)
-
-    runs: list[subprocess.Popen[bytes]] = []
-    cgroup = low_weight_cgroup()
     arguments.beside_log.parent.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, raise_stopped)
+    runs: list[subprocess.Popen[bytes]] = []
     try:
-        with arguments.beside_log.open("w") as log:
-            lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO)
-            runs.append(lab)
-            beside = subprocess.Popen(
-                [*pytest, "-m", "not lab and not realtime"],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=enter(cgroup),
-            )
-            runs.append(beside)
-            weight = (
-                f"in the cgroup {cgroup} ({LOW_CPU_SHARES} CPU shares)"
-                if cgroup
-                else "at nice 10 (no cgroup cpu hierarchy here)"
-            )
-            print(
-                f"run_suite: beside the lab's tests, those that need no test host and no "
-                f"wall-clock deadline run {weight}; their output: {arguments.beside_log}",
-                flush=True,
-            )
-            lab_rc = lab.wait()
-            print(f"\nrun_suite: the lab's tests ended after {elapsed(started)} (exit {lab_rc})")
-            beside_rc = beside.wait()
-        remove(cgroup)
-        cgroup = None
-        print(
-            f"run_suite: the tests beside them ended after {elapsed(started)} (exit {beside_rc}); "
-            "their output follows\n",
-            flush=True,
-        )
-        sys.stdout.write(arguments.beside_log.read_text(errors="replace"))
-        print("\nrun_suite: last, alone, the realtime tests that need no test host\n", flush=True)
-        realtime = subprocess.Popen([*pytest, "-m", "realtime and not lab"], cwd=REPO)
-        runs.append(realtime)
-        realtime_rc = realtime.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached every run too
-        stop(runs, pass_on_sigint=False)
-        remove(cgroup)
-        return 130
-    except Stopped:
-        stop(runs, pass_on_sigint=True)
-        remove(cgroup)
-        return 143
-    print(
-        f"\nrun_suite: exit {lab_rc} (lab), {beside_rc} (beside the lab), {realtime_rc} "
-        f"(realtime); {elapsed(started)} in all"
+        codes = run_all(pytest, arguments.beside_log, runs, started)
+    except BaseException as error:
+        # Ctrl-C, SIGTERM or the runner's own failure: every run cleans up, once.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"\nrun_suite: stopping every run ({type(error).__name__})", flush=True)
+        stop(runs)
+        if isinstance(error, KeyboardInterrupt):
+            return 130
+        if isinstance(error, Stopped):
+            return 143
+        raise
+    failed = {name: code for name, code in codes.items() if code != 0}
+    verdict = (
+        "FAILED: " + ", ".join(f"{name} exit {code}" for name, code in failed.items())
+        if failed
+        else "every run passed (lab, beside the lab, realtime)"
     )
-    return lab_rc or beside_rc or realtime_rc
+    print(f"\n==== run_suite: {verdict}; {elapsed(started)} in all ====")
+    return next(iter(failed.values()), 0)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,7 @@ def test_python_39_loads_every_host_side_file(tmp_path):
 
 
 @needs_python39
+@pytest.mark.realtime  # an offset under 50 ms, on real sockets
 def test_python_39_measures_a_clock_offset(tmp_path):
     """producer/clockprobe.py, as a host and the driver run it, both on Python 3.9."""
     probe = str(REPO / "producer" / "clockprobe.py")

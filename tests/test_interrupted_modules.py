@@ -47,6 +47,7 @@ def processes(tmp_path):
         process.wait()
 
 
+@pytest.mark.realtime  # a 5 s stop
 def test_it_finds_exactly_the_processes_in_a_runs_directory_and_stops_them(processes, tmp_path):
     runs, (producer, timeline, beside, bare, tail) = processes
     args = {"directories": [str(runs), str(tmp_path / "data" / "timelines")], "programs": PROGRAMS}

@@ -120,6 +120,7 @@ def test_lines_are_written_while_the_producer_waits_for_a_slow_slot(tmp_path):
     assert [json.loads(line)["msg_id"] for line in text.splitlines()] == [1]
 
 
+@pytest.mark.realtime  # a real 0.6 s flush
 def test_a_long_final_flush_does_not_hold_lines_back(tmp_path):
     clock = SimulatedClock()
     part = tmp_path / "produced.jsonl.part"
