@@ -33,8 +33,11 @@ from conftest import (
 
 pytestmark = pytest.mark.lab
 
-COUNT = 20_000
-RATE = 2_000
+# 10 s of messages at a rate the test hosts keep up with: at 2,000/s Storm's run fell 14,700
+# messages behind and took 45 s to drain on 2026-11-27 (2 shared cores, 325 results/s).
+COUNT = 5_000
+RATE = 500
+UNSTOPPABLE_COUNT = 2_500
 
 
 def topics(lab: dict[str, str]) -> set[str]:
@@ -359,7 +362,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         LAB_INVENTORY,
         extravars={
             "engine": "storm",
-            "count": 10_000,
+            "count": UNSTOPPABLE_COUNT,
             "rate": RATE,
             "warmup_s": 1,
             "run_id": run_id,
@@ -391,8 +394,9 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
     assert "stopping the job failed" in reasons and topology in reasons, reasons
     # Everything the run produced was fetched before the stop was tried.
     produced = read_jsonl(out / "produced.jsonl")
-    assert len(produced) == 10_000
-    assert {r["msg_id"] for r in read_jsonl(out / "received.jsonl")} == set(range(1, 10_001))
+    assert len(produced) == UNSTOPPABLE_COUNT
+    received = {r["msg_id"] for r in read_jsonl(out / "received.jsonl")}
+    assert received == set(range(1, UNSTOPPABLE_COUNT + 1))
     assert json.loads((out / "first-summary.json").read_text())["status"] == "incomplete"
 
 
