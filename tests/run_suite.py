@@ -10,10 +10,13 @@
    of seconds or less on the wall clock, the local Kafka broker's JVM, conftest marks them),
    which a busy lab beside them could make late.
 
-The low weight is a cgroup (v1 `cpu` hierarchy, below this process's own) with a quarter of a
-process group's CPU shares, which every process those tests start stays in, also one in a
-session of its own. Not the idle class: they must still get some CPU while the lab keeps both
-cores busy. Where this machine has no such hierarchy: `nice 10`, and the runner says so.
+The low weight is a cgroup (v1 `cpu` hierarchy, below this process's own) with 256 CPU shares,
+which every process those tests start stays in, also one in a session of its own. Where the
+runner's cgroup is the root, as on the 2-core machine of 2026-11-27, its siblings are the
+autogroups of every session (1024 each at nice 0), so it weighs a quarter of one session; below
+a non-root cgroup its siblings are single tasks, each weighing 1024 at nice 0. Not the idle
+class: they must still get some CPU while the lab keeps both cores busy. Where this machine has
+no such hierarchy: `nice 10`, and the runner says so.
 
 Exit status: the first non-zero of the three runs, else 0. Each run has a process group of its
 own: Ctrl-C or SIGTERM to the runner is passed on to each run as one SIGINT, which lets its tests
@@ -34,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_HIERARCHY = Path("/sys/fs/cgroup/cpu")
-# A process group (autogroup) at nice 0 weighs 1024.
+# A session's autogroup, or a task below a non-root cgroup, weighs 1024 at nice 0.
 LOW_CPU_SHARES = 256
 # What pytest needs to undo a lab test's changes (the cut-off table, a stopped daemon, faults).
 STOP_GRACE_S = 120
