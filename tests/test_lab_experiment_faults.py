@@ -15,7 +15,7 @@ from conftest import LAB_INVENTORY, run_playbook
 
 pytestmark = pytest.mark.lab
 
-COUNT = 7_500  # 15 s at 500/s (a rate the test hosts keep up with)
+COUNT = 7_500  # 15 s at 500/s (why 500/s: test_lab_experiment.py)
 RATE = 500
 FAULT_AT_S = 5
 DURATION_S = 5
