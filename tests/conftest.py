@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
+# Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too).
+# On 2026-11-27 (2 shared cores) Storm's run of 20,000 at 2,000/s fell 14,700 messages behind
+# (325 results/s), drained for 45 s and took 5 min 38 s in all; 5,000 at 500/s was still flagged
+# overloaded (the backlog grew 529 messages/s over the 9 samples of its overload window) but
+# drained within the collector's 10 s quiet period, and took 2 min 55 s.
+LAB_EXPERIMENT_RATE = 500
 # The embedded default: this machine, over a local connection.
 LOCAL_INVENTORY = REPO / "inventory" / "local"
 # Programs an archive tool could be: none may be on the PATH where the kit unpacks without tar.

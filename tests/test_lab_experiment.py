@@ -14,6 +14,7 @@ import pytest
 from kafka import KafkaAdminClient
 
 from conftest import (
+    LAB_EXPERIMENT_RATE,
     LAB_INVENTORY,
     LAB_KAFKA_CLIENT_CONFIG,
     BackgroundPlaybook,
@@ -33,13 +34,9 @@ from conftest import (
 
 pytestmark = pytest.mark.lab
 
-# 10 s of messages at 500/s. On 2026-11-27 (2 shared cores) Storm's run at 2,000/s fell 14,700
-# messages behind (325 results/s), drained for 45 s and took 5 min 38 s in all; at 500/s it was
-# still flagged overloaded (the backlog grew 529 messages/s over the 9 samples of its overload
-# window) but drained within the collector's 10 s quiet period, and took 2 min 55 s.
-COUNT = 5_000
-RATE = 500
-UNSTOPPABLE_COUNT = 2_500
+RATE = LAB_EXPERIMENT_RATE
+COUNT = 10 * RATE  # 10 s of messages
+UNSTOPPABLE_COUNT = 5 * RATE  # 5 s of messages
 
 
 def topics(lab: dict[str, str]) -> set[str]:

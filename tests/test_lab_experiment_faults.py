@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from fault_checks import check_delivery_and_fault, read_jsonl
 
-from conftest import LAB_INVENTORY, run_playbook
+from conftest import LAB_EXPERIMENT_RATE, LAB_INVENTORY, run_playbook
 
 pytestmark = pytest.mark.lab
 
-COUNT = 7_500  # 15 s at 500/s (why 500/s: test_lab_experiment.py)
-RATE = 500
+RATE = LAB_EXPERIMENT_RATE
+COUNT = 15 * RATE  # 15 s of messages
 FAULT_AT_S = 5
 DURATION_S = 5
 
