@@ -3,6 +3,7 @@ tiny topology running on both supervisors."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import uuid
@@ -15,6 +16,8 @@ pytestmark = pytest.mark.lab
 
 # What a probe may see while Nimbus or a topology changes state: no answer, or not JSON yet.
 PROBE_ERRORS = (OSError, ValueError, IndexError)
+# The storm role's probe on the Nimbus host (node1).
+PROBE = "/opt/streamlab/bin/storm-probe"
 
 
 def wait_for_supervisors(lab: dict[str, str], count: int) -> dict:
@@ -81,6 +84,12 @@ def test_a_tiny_topology_runs_on_both_supervisors_and_is_killed_cleanly(converge
     )
     assert submit.returncode == 0, submit.stdout[-2000:] + submit.stderr[-2000:]
     try:
+        # What the experiment waits with: one probe JVM, until every executor is up.
+        up = on_lab_host(converged["node1"], PROBE, "running", name, "120", timeout_s=150)
+        assert up.returncode == 0, up.stdout + up.stderr[-2000:]
+        running = json.loads(up.stdout)
+        assert running["status"] == "ACTIVE" and running["executors"], running
+        assert all(e["uptime_s"] > 0 for e in running["executors"]), running
         seen = wait_until(
             lambda: storm_probe(converged, "topology", name),
             lambda topology: (
@@ -94,6 +103,12 @@ def test_a_tiny_topology_runs_on_both_supervisors_and_is_killed_cleanly(converge
     finally:
         killed = storm_probe(converged, "kill", name, "0")
     assert killed == {"killed": name, "wait_s": 0}
+    gone = on_lab_host(converged["node1"], PROBE, "gone", name, "120", timeout_s=150)
+    assert gone.returncode == 0, gone.stdout + gone.stderr[-2000:]
+    assert json.loads(gone.stdout)["error"] == f"no topology named {name}"
+    never = on_lab_host(converged["node1"], PROBE, "running", name, "1", timeout_s=60)
+    assert never.returncode == 4, never.stdout + never.stderr[-2000:]
+    assert json.loads(never.stdout)["waited_ms"] >= 1000
     for component in ("numbers", "sum"):
         hosts = {e["host"] for e in seen["executors"] if e["component"] == component}
         assert hosts == workers_hosts, (component, seen["executors"])

@@ -8,12 +8,18 @@
  *   ... StormProbe conf <name>          the topology's configuration as Nimbus holds it (one object:
  *                                       Storm's keys and the job's own, e.g. streamlab.*)
  *   ... StormProbe kill <name> <wait_s> kill, waiting wait_s seconds for in-flight tuples
+ *   ... StormProbe running <name> <timeout_s>
+ *                                       wait in this one JVM until the topology is ACTIVE with every
+ *                                       executor up (uptime > 0), then print it as `topology` does
+ *   ... StormProbe gone <name> <timeout_s>
+ *                                       wait until Nimbus no longer knows the topology
  *   ... StormProbe watch <name> <interval_ms> <stop_file>
  *                                       one JSON line per interval (the engine's timeline): status,
  *                                       executors and workers per host, worker restarts, spout
  *                                       acked/failed, healthy; ends when stop_file exists
  *
- * Exit codes: 0 answered, 2 unknown topology, 3 Nimbus unreachable, 64 bad usage.
+ * Exit codes: 0 answered (running, gone: reached), 2 unknown topology, 3 Nimbus unreachable,
+ * 4 running or gone not reached within timeout_s (the last answer is printed), 64 bad usage.
  */
 
 import java.io.PrintStream;
@@ -43,6 +49,9 @@ import org.apache.storm.utils.Utils;
 
 public final class StormProbe {
     private static final String ALL_TIME = ":all-time";
+    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "kill", "watch", "running", "gone");
+    // How often running and gone ask Nimbus (one Thrift call on an open connection each).
+    private static final long WAIT_POLL_MS = 500;
 
     public static void main(String[] args) {
         // stdout carries the JSON document only. storm-client's jar has its own log4j2.xml with a
@@ -58,15 +67,19 @@ public final class StormProbe {
     }
 
     private static int run(String[] args, PrintStream out) {
-        if (args.length == 0 || !List.of("cluster", "topology", "conf", "kill", "watch").contains(args[0])
+        if (args.length == 0 || !COMMANDS.contains(args[0])
                 || (!args[0].equals("cluster") && args.length < 2)
-                || (args[0].equals("watch") && args.length < 4)) {
+                || (args[0].equals("watch") && args.length < 4)
+                || ((args[0].equals("running") || args[0].equals("gone")) && args.length < 3)) {
             System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | kill <name> <wait_s>"
-                    + " | watch <name> <interval_ms> <stop_file>");
+                    + " | watch <name> <interval_ms> <stop_file> | running <name> <timeout_s> | gone <name> <timeout_s>");
             return 64;
         }
         if (args[0].equals("watch")) {
             return watch(args[1], Long.parseLong(args[2]), Path.of(args[3]), out);
+        }
+        if (args[0].equals("running") || args[0].equals("gone")) {
+            return waitFor(args[0].equals("running"), args[1], Long.parseLong(args[2]) * 1000, out);
         }
         Map<String, Object> conf = Utils.readStormConfig();
         try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
@@ -96,6 +109,63 @@ public final class StormProbe {
             out.println(JSONValue.toJSONString(Map.of("error", "Nimbus unreachable: " + e)));
             return 3;
         }
+    }
+
+    /**
+     * What a loop of `topology` probes did, in one JVM and on one connection: every WAIT_POLL_MS,
+     * ask Nimbus about the topology until it runs (untilRunning: ACTIVE, at least one executor, and
+     * every executor up, uptime > 0; a topology Nimbus does not know yet is waited for) or is gone
+     * (Nimbus no longer knows it), for at most timeoutMs. Prints the last answer with "waited_ms":
+     * the topology as `topology` prints it, or {"error": ...}. Exit 0 reached, 4 not reached.
+     */
+    private static int waitFor(boolean untilRunning, String name, long timeoutMs, PrintStream out) {
+        Map<String, Object> conf = Utils.readStormConfig();
+        long start = System.currentTimeMillis();
+        NimbusClient nimbus = null;
+        try {
+            while (true) {
+                Map<String, Object> answer;
+                boolean reached;
+                try {
+                    if (nimbus == null) {
+                        nimbus = NimbusClient.getConfiguredClient(conf, 5_000);
+                    }
+                    answer = topology(nimbus.getClient().getTopologyInfoByName(name));
+                    reached = untilRunning && isRunning(answer);
+                } catch (NotAliveException e) {
+                    answer = new LinkedHashMap<>(Map.of("error", "no topology named " + name));
+                    reached = !untilRunning;
+                } catch (Exception e) {
+                    answer = new LinkedHashMap<>(Map.of("error", "Nimbus unreachable: " + e));
+                    reached = false;
+                    if (nimbus != null) {
+                        nimbus.close();
+                        nimbus = null;
+                    }
+                }
+                long waited = System.currentTimeMillis() - start;
+                if (reached || waited >= timeoutMs) {
+                    answer.put("waited_ms", waited);
+                    out.println(JSONValue.toJSONString(answer));
+                    return reached ? 0 : 4;
+                }
+                Thread.sleep(Math.min(WAIT_POLL_MS, timeoutMs - waited));
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            out.println(JSONValue.toJSONString(Map.of("error", "interrupted")));
+            return 4;
+        } finally {
+            if (nimbus != null) {
+                nimbus.close();
+            }
+        }
+    }
+
+    private static boolean isRunning(Map<String, Object> topology) {
+        List<?> executors = (List<?>) topology.get("executors");
+        return "ACTIVE".equals(topology.get("status")) && !executors.isEmpty()
+                && executors.stream().allMatch(e -> ((Number) ((Map<?, ?>) e).get("uptime_s")).longValue() > 0);
     }
 
     /**
