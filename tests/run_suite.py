@@ -18,6 +18,9 @@ a non-root cgroup its siblings are single tasks, each weighing 1024 at nice 0. N
 class: they must still get some CPU while the lab keeps both cores busy. Where this machine has
 no such hierarchy: `nice 10`, and the runner says so.
 
+The runner prints, when the lab's tests end and at the end, how the machine's CPU time went
+(busy, idle, stolen by the hypervisor, from /proc/stat): a slow run shows whether it had the CPU.
+
 Exit status: the first non-zero of the three runs, else 0. Each run has a process group of its
 own: Ctrl-C or SIGTERM to the runner is passed on to each run as one SIGINT, which lets its tests
 clean up for up to STOP_GRACE_S before it is killed.
@@ -122,6 +125,42 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+# /proc/stat's "cpu" line, in clock ticks of all cores (guest time is already in user).
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks(proc_stat: str) -> dict[str, int]:
+    """The machine's CPU time so far by kind, from /proc/stat's text ({} where it has none)."""
+    for line in proc_stat.splitlines():
+        fields = line.split()
+        if fields[:1] == ["cpu"]:
+            # An old kernel's line may stop before steal.
+            return dict(zip(CPU_FIELDS, (int(field) for field in fields[1:9]), strict=False))
+    return {}
+
+
+def read_cpu_ticks() -> dict[str, int]:
+    try:
+        return cpu_ticks(Path("/proc/stat").read_text())
+    except OSError:
+        return {}
+
+
+def cpu_use(before: dict[str, int], after: dict[str, int]) -> str:
+    """How the machine's CPU time went between two readings: busy, idle, and stolen (time this
+    virtual machine was ready to run but its hypervisor ran something else)."""
+    spent = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in CPU_FIELDS}
+    total = sum(spent.values())
+    if not before or not after or total <= 0:
+        return "the machine's CPU time: not measured (no /proc/stat)"
+    idle = spent["idle"] + spent["iowait"]
+    busy = total - idle - spent["steal"]
+    return (
+        f"the machine's CPU time: {busy / total:.0%} busy, {idle / total:.0%} idle, "
+        f"{spent['steal'] / total:.0%} stolen by the hypervisor"
+    )
+
+
 def elapsed(started: float) -> str:
     seconds = int(time.monotonic() - started)
     return f"{seconds // 60} min {seconds % 60} s"
@@ -136,7 +175,11 @@ def raise_stopped(signum: int, frame: object) -> None:
 
 
 def run_all(
-    pytest: list[str], beside_log: Path, runs: list[subprocess.Popen[bytes]], started: float
+    pytest: list[str],
+    beside_log: Path,
+    runs: list[subprocess.Popen[bytes]],
+    started: float,
+    cpu_at_start: dict[str, int],
 ) -> dict[str, int]:
     """The three runs, in their order; each started is added to runs (for stop())."""
     cgroup = low_weight_cgroup()
@@ -167,7 +210,7 @@ def run_all(
             codes = {"lab": exit_status(lab.wait())}
             print(
                 f"\nrun_suite: the lab's tests ended after {elapsed(started)} "
-                f"(exit {codes['lab']})",
+                f"(exit {codes['lab']}); {cpu_use(cpu_at_start, read_cpu_ticks())}",
                 flush=True,
             )
             codes["beside the lab"] = exit_status(beside.wait())
@@ -205,11 +248,12 @@ def main() -> int:
         *arguments.pytest_args,
     ]
     started = time.monotonic()
+    cpu_at_start = read_cpu_ticks()
     arguments.beside_log.parent.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, raise_stopped)
     runs: list[subprocess.Popen[bytes]] = []
     try:
-        codes = run_all(pytest, arguments.beside_log, runs, started)
+        codes = run_all(pytest, arguments.beside_log, runs, started, cpu_at_start)
     except BaseException as error:
         # Ctrl-C, SIGTERM or the runner's own failure: every run cleans up, once.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -228,6 +272,7 @@ def main() -> int:
         else "every run passed (lab, beside the lab, realtime)"
     )
     print(f"\n==== run_suite: {verdict}; {elapsed(started)} in all ====")
+    print(f"run_suite: over the whole suite, {cpu_use(cpu_at_start, read_cpu_ticks())}")
     return next(iter(failed.values()), 0)
 
 
