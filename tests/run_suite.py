@@ -152,7 +152,7 @@ def cpu_use(before: dict[str, int], after: dict[str, int]) -> str:
     spent = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in CPU_FIELDS}
     total = sum(spent.values())
     if not before or not after or total <= 0:
-        return "the machine's CPU time: not measured (no /proc/stat)"
+        return "the machine's CPU time: not measured (no /proc/stat, or no time between readings)"
     idle = spent["idle"] + spent["iowait"]
     busy = total - idle - spent["steal"]
     return (
