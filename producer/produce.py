@@ -1,10 +1,13 @@
 """Produce messages 1..count to Kafka at a fixed rate and record what the broker acknowledged.
 
 python -m producer.produce --bootstrap H:9092 --topic T --count N --rate R --seed S \\
-    --out DIR/produced.jsonl [--start-at-ms EPOCH_MS] [--progress-interval 2] [--no-idempotence]
+    --out DIR/produced.jsonl [--start-at-ms EPOCH_MS | --start-file F [--start-wait-s 600]]
+    [--progress-interval 2] [--no-idempotence]
 
 --start-at-ms fixes when message 1 is due (epoch ms on this host's clock), so other steps of a
 run (faults) can be scheduled against the same instant; by default it is due at once.
+--start-file F: once connected, write F.ready and wait for F, which `python -m producer.start`
+writes with the instant (start.py): the instant is then fixed after the producer has started.
 
 Each message's line goes to DIR/produced.jsonl.part as soon as its outcome is known (see
 outcomes.py); at the end the file is renamed to produced.jsonl, after produced.summary.json.
@@ -22,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from producer import arguments
+from producer import arguments, start
 from producer.clock import NS_PER_MS, NS_PER_S, Clock, SystemClock
 from producer.delivery import DeliveryLog
 from producer.files import summary_path, write_json
@@ -208,11 +211,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", required=True, type=arguments.new_output_file, help="DIR/produced.jsonl (new)"
     )
-    parser.add_argument(
+    due = parser.add_mutually_exclusive_group()
+    due.add_argument(
         "--start-at-ms",
         type=arguments.positive_int,
         default=None,
         help="epoch ms at which message 1 is due (default: at once)",
+    )
+    due.add_argument(
+        "--start-file",
+        type=arguments.new_output_file,
+        default=None,
+        help="once connected, write START_FILE.ready and wait for START_FILE: the epoch ms at "
+        "which message 1 is due (python -m producer.start writes it)",
+    )
+    parser.add_argument(
+        "--start-wait-s",
+        type=arguments.positive_seconds,
+        default=600.0,
+        help="give up when --start-file has not come within this many seconds (default: 600)",
     )
     parser.add_argument("--progress-interval", type=arguments.positive_seconds, default=2.0)
     parser.add_argument(
@@ -237,8 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from producer import kafka_clients  # kafka is needed only from here on
 
-    start_ns = None if args.start_at_ms is None else args.start_at_ms * NS_PER_MS
-    settings = ProduceSettings(args.topic, args.count, args.rate, args.seed, start_ns)
     try:
         sender = kafka_clients.open_producer(
             args.bootstrap, args.topic, args.idempotence, args.kafka_security
@@ -246,6 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kafka_clients.StartupError as error:
         print(f"produce: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
+    start_ms = args.start_at_ms
+    if args.start_file is not None:
+        try:
+            start_ms = start.wait_for_start(args.start_file, SystemClock(), args.start_wait_s)
+        except start.NoStart as error:
+            print(f"produce: {error}; nothing was sent", file=sys.stderr)
+            sender.close(timeout=0)
+            return EXIT_CANNOT_RUN
+    start_ns = None if start_ms is None else start_ms * NS_PER_MS
+    settings = ProduceSettings(args.topic, args.count, args.rate, args.seed, start_ns)
     progress = Progress("produce", settings.count, args.progress_interval)
     with StopSignals() as stop:
         client = kafka_clients.describe_producer(args.idempotence, args.kafka_security)

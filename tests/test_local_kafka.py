@@ -19,6 +19,7 @@ import local_kafka
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from producer import produce
 from producer.clock import SystemClock
 from producer.consumer import LOG_APPEND_TIME
 from producer.lagsampler import LagSampler
@@ -265,3 +266,63 @@ def test_probe_then_a_run_that_drains_through_the_collector(kafka_broker, tmp_pa
         == json.loads((tmp_path / "produced.summary.json").read_text())["send_lag_ms"]
     )
     assert summary["overload"]["samples"] >= 5 and summary["overload"]["overloaded"] is False
+
+
+def test_a_producer_waits_connected_for_its_start_file_and_sends_from_that_instant(
+    kafka_broker, tmp_path
+):
+    """--start-file: ready once connected, nothing sent before the instant written afterwards,
+    message 1 due exactly then (what experiment.yml does, so Ansible's slow steps before the
+    instant never make the first messages late)."""
+    topic = f"start-{uuid.uuid4().hex[:8]}"
+    new_topics(kafka_broker.bootstrap, topic)
+    start_file = tmp_path / "start"
+    out = tmp_path / "produced.jsonl"
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "producer.produce", "--bootstrap", kafka_broker.bootstrap]
+        + ["--topic", topic, "--count", "200", "--rate", "100", "--seed", "1"]
+        + ["--out", str(out), "--start-file", str(start_file), "--start-wait-s", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=REPO,
+    )
+    try:
+        ready = tmp_path / "start.ready"
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert producer.poll() is None, producer.stderr.read().decode()
+            assert time.monotonic() < deadline, "the producer was not ready within 30 s"
+            time.sleep(0.05)
+        time.sleep(1.0)  # ready and waiting: nothing may be sent yet
+        assert read_all(kafka_broker.bootstrap, topic) == []
+        fixed = tool("start", "--file", str(start_file), "--lead-ms", "500")
+        assert fixed.returncode == 0, fixed.stderr
+        instant = int(fixed.stdout)
+        stdout, stderr = producer.communicate(timeout=60)
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+            producer.wait()
+    assert producer.returncode == 0, stderr.decode()[-2000:]
+    summary = json.loads(stdout)
+    assert summary["start_ms"] == instant and summary["acked"] == 200
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert min(row["intended_ms"] for row in lines) == instant
+    records = read_all(kafka_broker.bootstrap, topic)
+    assert len(records) == 200 and min(r.timestamp for r in records) >= instant
+
+
+def test_a_producer_whose_start_file_never_comes_sends_nothing_and_says_why(kafka_broker, tmp_path):
+    topic = f"nostart-{uuid.uuid4().hex[:8]}"
+    new_topics(kafka_broker.bootstrap, topic)
+    done = tool(
+        "produce",
+        *("--bootstrap", kafka_broker.bootstrap, "--topic", topic, "--count", "10"),
+        *("--rate", "10", "--seed", "1", "--out", str(tmp_path / "produced.jsonl")),
+        *("--start-file", str(tmp_path / "start"), "--start-wait-s", "2"),
+    )
+    assert done.returncode == produce.EXIT_CANNOT_RUN, done.stderr
+    assert f"no start instant in {tmp_path / 'start'} within 2 s; nothing was sent" in done.stderr
+    assert read_all(kafka_broker.bootstrap, topic) == []
+    assert not (tmp_path / "produced.jsonl").exists()
