@@ -54,8 +54,9 @@ class CollectSettings:
     input_topic: str | None = None
     group: str | None = None
     sample_interval_s: float = 1.0
-    # The overload flag's window ends here (the first fault), not at the producer's end.
-    overload_until_ms: int | None = None
+    # The overload flag's window ends this long after message 1 was due (at the first fault),
+    # not at the producer's end.
+    overload_until_s: float | None = None
 
     def drain(self) -> DrainSettings:
         return DrainSettings(
@@ -250,7 +251,7 @@ class Collector:
                 self.settings.warmup_s,
                 self.produced_summary,
                 self.samples,
-                self.settings.overload_until_ms,
+                self.settings.overload_until_s,
             ),
         }
 
@@ -360,10 +361,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="give up this long after the start, whatever happens (default: 600)",
     )
     parser.add_argument(
-        "--overload-until-ms",
-        type=arguments.positive_int,
+        "--overload-until-s",
+        type=arguments.positive_seconds,
         default=None,
-        help="end the overload flag's window here, e.g. at the first fault (epoch ms)",
+        help="end the overload flag's window this many seconds after message 1 was due (the "
+        "producer's start_ms), e.g. at the first fault",
     )
     parser.add_argument("--progress-interval", type=arguments.positive_seconds, default=2.0)
     parser.add_argument(
@@ -427,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.input_topic,
         args.group,
         args.sample_interval_s,
-        args.overload_until_ms,
+        args.overload_until_s,
     )
     try:
         consumer = kafka_clients.open_consumer(

@@ -188,20 +188,22 @@ def steady_figures(
     warmup_s: float,
     produced_summary: Mapping[str, Any] | None,
     samples: Sequence[LagSample],
-    overload_until_ms: int | None = None,
+    overload_until_s: float | None = None,
 ) -> dict[str, Any]:
     """The received.summary.json fields latency_ms, output_rate, send_lag_ms and overload.
 
-    The overload flag looks at [steady start, producer end], or up to overload_until_ms when
-    that is earlier (a run with faults: whether the lab kept up before the first one).
+    The overload flag looks at [steady start, producer end], or up to overload_until_s after
+    message 1 was due (the producer's start_ms) when that is earlier (a run with faults: whether
+    the lab kept up before the first one).
     """
     steady_start = times.steady_start_ms(warmup_s)
     counts = latency_histogram(times, steady_start) if steady_start is not None else Counter()
     latency = latency_figures(counts, warmup_s) | {"steady_start_ms": steady_start}
     produced = produced_summary or {}
     end_ms, rate = produced.get("end_ms"), produced.get("rate")
-    if end_ms is not None and overload_until_ms is not None:
-        end_ms = min(end_ms, overload_until_ms)
+    start_ms = produced.get("start_ms")
+    if end_ms is not None and start_ms is not None and overload_until_s is not None:
+        end_ms = min(end_ms, start_ms + round(overload_until_s * 1000))
     window = (steady_start, end_ms) if steady_start is not None and end_ms is not None else None
     return {
         "latency_ms": latency,

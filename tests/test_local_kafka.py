@@ -305,7 +305,7 @@ def test_a_producer_waits_connected_for_its_start_file_and_sends_from_that_insta
             producer.kill()
             producer.wait()
     assert producer.returncode == 0, stderr.decode()[-2000:]
-    summary = json.loads(stdout)
+    summary = json.loads((tmp_path / "produced.summary.json").read_text())
     assert summary["start_ms"] == instant and summary["acked"] == 200
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert min(row["intended_ms"] for row in lines) == instant

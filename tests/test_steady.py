@@ -193,11 +193,11 @@ def test_steady_figures_put_it_together_with_the_producers_send_lag():
 def test_with_faults_the_overload_window_ends_at_the_first_fault():
     """A fault's stall grows the backlog; whether the lab kept up is judged before it."""
     times = run_times([30] * 2000)  # 100 msg/s for 20 s
-    produced = {"end_ms": T0 + 20_000, "rate": 100.0, "send_lag_ms": {"p50": 0.1}}
+    produced = {"start_ms": T0, "end_ms": T0 + 20_000, "rate": 100.0, "send_lag_ms": {"p50": 0.1}}
     flat_then_stalled = samples([5] * 6 + [200 * i for i in range(1, 10)], t0=T0 + 10_000)
     whole_run = steady_figures(times, 10.0, produced, flat_then_stalled)
     assert whole_run["overload"]["overloaded"] is True
-    before_fault = steady_figures(times, 10.0, produced, flat_then_stalled, T0 + 15_000)
+    before_fault = steady_figures(times, 10.0, produced, flat_then_stalled, 15.0)
     assert before_fault["overload"]["window_ms"] == [T0 + 10_000, T0 + 15_000]
     assert before_fault["overload"]["overloaded"] is False
     assert before_fault["overload"]["samples"] == 6
