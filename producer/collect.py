@@ -362,7 +362,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--overload-until-s",
-        type=arguments.positive_seconds,
+        type=arguments.seconds,
         default=None,
         help="end the overload flag's window this many seconds after message 1 was due (the "
         "producer's start_ms), e.g. at the first fault",

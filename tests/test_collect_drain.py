@@ -259,6 +259,10 @@ def test_new_options_and_their_defaults(tmp_path):
     )
     plain = collect.parse_args(collect_args(tmp_path))
     assert (plain.input_topic, plain.group, plain.lag_out) == (None, None, None)
+    assert plain.overload_until_s is None
+    # A fault at 0 s (fault_at_s=0 is allowed) ends the overload window at message 1.
+    at_once = collect.parse_args(collect_args(tmp_path, "--overload-until-s", "0"))
+    assert at_once.overload_until_s == 0.0
 
 
 @pytest.mark.parametrize(
@@ -270,6 +274,7 @@ def test_new_options_and_their_defaults(tmp_path):
         (["--input-topic", "in", "--sample-interval-s", "0"], "must be a number of seconds > 0"),
         (["--drain-timeout-s", "-5"], "argument --drain-timeout-s: must be a number of seconds"),
         (["--warmup-s", "soon"], "argument --warmup-s: must be a number of seconds >= 0"),
+        (["--overload-until-s", "-1"], "argument --overload-until-s: must be a number of seconds"),
     ],
 )
 def test_bad_new_options_are_refused(tmp_path, capsys, extra, message):

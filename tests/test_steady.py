@@ -201,3 +201,16 @@ def test_with_faults_the_overload_window_ends_at_the_first_fault():
     assert before_fault["overload"]["window_ms"] == [T0 + 10_000, T0 + 15_000]
     assert before_fault["overload"]["overloaded"] is False
     assert before_fault["overload"]["samples"] == 6
+
+
+def test_without_the_producers_start_the_overload_window_is_the_whole_run():
+    """--overload-until-s counts from the producer's start_ms: a summary without it (a producer
+    killed before writing one) leaves the window at the producer's end, never at a guess."""
+    times = run_times([30] * 2000)
+    produced = {"end_ms": T0 + 20_000, "rate": 100.0, "send_lag_ms": {"p50": 0.1}}
+    flat_then_stalled = samples([5] * 6 + [200 * i for i in range(1, 10)], t0=T0 + 10_000)
+    figures = steady_figures(times, 10.0, produced, flat_then_stalled, 15.0)
+    assert figures["overload"]["window_ms"] == [T0 + 10_000, T0 + 20_000]
+    at_once = steady_figures(times, 10.0, produced | {"start_ms": T0}, flat_then_stalled, 0.0)
+    assert at_once["overload"]["window_ms"] == [T0 + 10_000, T0]
+    assert at_once["overload"]["overloaded"] is None  # no steady time before a fault at 0 s
