@@ -73,11 +73,14 @@ DRIVER_RUNS = "/var/lib/streamlab/runs"
 
 
 def producer_started(lab: dict[str, str], run_id: str) -> str:
-    """Wait until the run's producer has started on the driver host (node1); the run's name on
-    the cluster (its run id and when it started: its topics, job and files there)."""
+    """Wait until the run's producer has its start instant on the driver host (node1): it opens
+    produced.jsonl.part then, once it and the collector are connected. The run's name on the
+    cluster (its run id and when it started: its topics, job and files there)."""
     started = wait_until(
         # one argument: the test host's shell expands the pattern
-        lambda: on_lab_host(lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/client/producer.log"),
+        lambda: on_lab_host(
+            lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/client/produced.jsonl.part"
+        ),
         lambda done: done.returncode == 0,
         f"the producer of {run_id} started",
         timeout_s=240,
