@@ -74,6 +74,28 @@ def read_all(bootstrap, topic):
         consumer.close()
 
 
+def start_producer(bootstrap, topic, count, rate, out, *extra):
+    """python -m producer.produce in the background (seed 1); its stderr kept for failures."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "producer.produce", "--bootstrap", bootstrap]
+        + ["--topic", topic, "--count", count, "--rate", rate, "--seed", "1"]
+        + ["--out", str(out), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=REPO,
+    )
+
+
+def wait_while_running(producer, condition, what, timeout_s=30):
+    """Wait until condition() holds; fail at once, with its stderr, if the producer ends first."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert producer.poll() is None, producer.stderr.read().decode()
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        time.sleep(0.05)
+
+
 def test_a_killed_producer_leaves_every_acknowledged_message_in_produced_jsonl_part(
     kafka_broker, tmp_path
 ):
@@ -81,21 +103,13 @@ def test_a_killed_producer_leaves_every_acknowledged_message_in_produced_jsonl_p
     new_topics(kafka_broker.bootstrap, topic)
     out = tmp_path / "produced.jsonl"
     part = tmp_path / "produced.jsonl.part"
-    producer = subprocess.Popen(
-        [sys.executable, "-m", "producer.produce", "--bootstrap", kafka_broker.bootstrap]
-        + ["--topic", topic, "--count", "1000000", "--rate", "3000", "--seed", "1"]
-        + ["--out", str(out), "--progress-interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        cwd=REPO,
+    producer = start_producer(
+        kafka_broker.bootstrap, topic, "1000000", "3000", out, "--progress-interval", "1"
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (part.exists() and part.stat().st_size > 0):
-            assert producer.poll() is None, producer.stderr.read().decode()
-            assert time.monotonic() < deadline, "the producer wrote no line within 30 s"
-            time.sleep(0.05)
+        wait_while_running(
+            producer, lambda: part.exists() and part.stat().st_size > 0, "a line in produced.jsonl"
+        )
         time.sleep(3.5)  # about 4 s after it started sending
         killed_ms = time.time_ns() // 1_000_000
         producer.send_signal(signal.SIGKILL)
@@ -278,28 +292,22 @@ def test_a_producer_waits_connected_for_its_start_file_and_sends_from_that_insta
     new_topics(kafka_broker.bootstrap, topic)
     start_file = tmp_path / "start"
     out = tmp_path / "produced.jsonl"
-    producer = subprocess.Popen(
-        [sys.executable, "-m", "producer.produce", "--bootstrap", kafka_broker.bootstrap]
-        + ["--topic", topic, "--count", "200", "--rate", "100", "--seed", "1"]
-        + ["--out", str(out), "--start-file", str(start_file), "--start-wait-s", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        cwd=REPO,
+    producer = start_producer(
+        kafka_broker.bootstrap,
+        topic,
+        "200",
+        "100",
+        out,
+        *("--start-file", str(start_file), "--start-wait-s", "60"),
     )
     try:
-        ready = tmp_path / "start.ready"
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert producer.poll() is None, producer.stderr.read().decode()
-            assert time.monotonic() < deadline, "the producer was not ready within 30 s"
-            time.sleep(0.05)
+        wait_while_running(producer, (tmp_path / "start.ready").exists, "start.ready")
         time.sleep(1.0)  # ready and waiting: nothing may be sent yet
         assert read_all(kafka_broker.bootstrap, topic) == []
         fixed = tool("start", "--file", str(start_file), "--lead-ms", "500")
         assert fixed.returncode == 0, fixed.stderr
         instant = int(fixed.stdout)
-        stdout, stderr = producer.communicate(timeout=60)
+        _, stderr = producer.communicate(timeout=60)
     finally:
         if producer.poll() is None:
             producer.kill()
