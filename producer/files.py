@@ -75,8 +75,13 @@ class LineOutput:
         os.replace(self.part, self.final)
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write text to path in one rename: a reader sees nothing or all of it."""
+    output = AtomicOutput(path)
+    output.write(text)
+    output.commit()
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write data as indented JSON, atomically."""
-    output = AtomicOutput(path)
-    output.write(json.dumps(data, indent=2) + "\n")
-    output.commit()
+    write_text(path, json.dumps(data, indent=2) + "\n")

@@ -3,7 +3,7 @@
 The producer (`python -m producer.produce ... --start-file F`) opens its Kafka client, writes
 F.ready and waits until F exists. Once F.ready is there, the playbook fixes the instant:
 
-    python -m producer.start --file F --lead-ms 5000
+    python -m producer.start --file F --lead-ms 1000   (5000 when a fault is to start)
 
 writes now + lead (epoch ms on this host's clock) to F in one rename and prints it, and the
 faults are scheduled against the same instant. The lead then has to cover only what the playbook
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from producer import arguments
+from producer import arguments, files
 from producer.clock import NS_PER_MS, NS_PER_S, Clock, SystemClock
 
 # How often a waiting producer looks for the start file: its start is late by at most this.
@@ -34,17 +34,10 @@ def ready_path(start_file: Path) -> Path:
     return start_file.with_name(start_file.name + ".ready")
 
 
-def write_whole(path: Path, text: str) -> None:
-    """Write text to path in one rename: a reader sees nothing or all of it."""
-    partial = path.with_name(path.name + ".part")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-
-
 def fix_start(start_file: Path, lead_ms: int, clock: Clock) -> int:
     """Fix the instant message 1 is due (now + lead_ms), write it to start_file and return it."""
     start_ms = clock.now_ns() // NS_PER_MS + lead_ms
-    write_whole(start_file, f"{start_ms}\n")
+    files.write_text(start_file, f"{start_ms}\n")
     return start_ms
 
 
@@ -63,7 +56,7 @@ def read_start(start_file: Path) -> int | None:
 def wait_for_start(start_file: Path, clock: Clock, timeout_s: float) -> int:
     """Say ready (start_file.ready), then wait for start_file and return its instant; NoStart
     when it has not come within timeout_s."""
-    write_whole(ready_path(start_file), f"{clock.now_ns() // NS_PER_MS}\n")
+    files.write_text(ready_path(start_file), f"{clock.now_ns() // NS_PER_MS}\n")
     deadline_ns = clock.now_ns() + int(timeout_s * NS_PER_S)
     while (start_ms := read_start(start_file)) is None:
         if clock.now_ns() >= deadline_ns:
