@@ -27,9 +27,18 @@ from analysis.report import write_atomic  # noqa: E402
 SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
 RUN_RECORD = "run.json"
-# Per-run names and collector stop settings: they differ between repetitions, not treatments.
+# Per-run names and collector stop settings: they differ between repetitions, not treatments;
+# the start lead follows from the fault, which groups the runs already.
 IGNORED_PARAMETERS = frozenset(
-    {"input_topic", "result_topic", "consumer_group", "seed", "quiet_s", "drain_timeout_s"}
+    {
+        "input_topic",
+        "result_topic",
+        "consumer_group",
+        "seed",
+        "quiet_s",
+        "drain_timeout_s",
+        "start_lead_ms",
+    }
 )
 # The parameter each engine's at-least-once behaviour is studied against.
 SWEEP_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_message_timeout_s"}
