@@ -214,3 +214,11 @@ def test_main_refuses_input_that_is_not_json(run_dir, monkeypatch, capsys):
         run_record.main(["--result-dir", str(run_dir)])
     assert "standard input is not one JSON object" in capsys.readouterr().err
     assert not (run_dir / "run.json").exists()
+
+
+def test_each_engine_hosts_log_tail_is_kept_and_an_unreached_host_says_so(run_dir):
+    write(run_dir, facts(log_tails={"node1": "line 1\nline 2", "node2": None}))
+    logs = run_dir / "engine" / "logs"
+    assert (logs / "node1.log").read_text() == "line 1\nline 2\n"
+    assert (logs / "node2.log").read_text() == "(host unreachable when the run was recorded)\n"
+    assert sorted(p.name for p in logs.iterdir()) == ["node1.log", "node2.log"]

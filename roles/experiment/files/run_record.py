@@ -6,7 +6,8 @@
 facts.json (one JSON object, built by roles/experiment/tasks/record.yml): the run's identity and
 parameters, hosts and their facts, clock readings at the start and the end, the readiness probe,
 the faults injected, component links per host, the driver's wheel versions, exit codes, and the
-failures of the playbook's steps. The program also reads the producer's and the collector's
+failures of the playbook's steps, and the tail of each engine host's daemon logs (written to
+engine/logs/<host>.log). The program also reads the producer's and the collector's
 summaries and the engine's read-back configuration from the result directory. It prints the
 summary lines the playbook shows. Files are replaced atomically, so a second call (after a later
 step failed) leaves a consistent directory. docs/results.md describes every field.
@@ -339,8 +340,22 @@ def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# What engine/logs/<host>.log says of a host that could not be read.
+UNREACHABLE_LOG = "(host unreachable when the run was recorded)"
+
+
+def write_log_tails(result_dir: Path, tails: Mapping[str, str | None]) -> None:
+    """engine/logs/<host>.log: each engine host's log tail (None: the host was not reached)."""
+    logs = result_dir / "engine" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for host, text in tails.items():
+        write_atomically(logs / f"{host}.log", f"{UNREACHABLE_LOG if text is None else text}\n")
+
+
 def write_run(result_dir: Path, facts: Mapping[str, Any]) -> list[str]:
-    """Write the three files; returns the summary lines."""
+    """Write run.json, faults.jsonl, first-summary.json and the engine log tails; returns the
+    summary lines."""
+    write_log_tails(result_dir, facts.get("log_tails") or {})
     record = build_record(result_dir, facts)
     faults = "".join(json.dumps(one, sort_keys=True) + "\n" for one in facts.get("faults") or [])
     write_atomically(result_dir / "faults.jsonl", faults)
