@@ -3,10 +3,12 @@
 python -m producer.collect --bootstrap H:9092 --topic RESULT --out DIR/received.jsonl \\
     --produced DIR/produced.jsonl [--input-topic IN --group GROUP] [--lag-out DIR/lag.jsonl] \\
     [--sample-interval-s 1] [--quiet-s 10] [--drain-timeout-s 300] [--warmup-s 10] \\
-    [--timeout-s 600] [--progress-interval 2]
+    [--timeout-s 600] [--progress-interval 2] [--ready-file DIR/collector.ready]
 
 Start it before the producer: it reads the result topic from the beginning, so nothing
 written before it was ready is lost, and it waits for the topic if it does not exist yet.
+--ready-file is written once its consumer is open: a caller that waits for it before letting
+the producer start has the lag samples and the overload window from message 1 on.
 With --input-topic it samples offsets into lag.jsonl every interval; with --group too, the run
 is complete only once the group has committed the whole input (see drain.py).
 """
@@ -25,7 +27,13 @@ from producer import arguments, kafka_clients
 from producer.clock import NS_PER_MS, NS_PER_S, Clock, SystemClock
 from producer.consumer import Consumer, ResultRecord, assign_from_beginning, broker_ms
 from producer.drain import DrainSettings, DrainView, Stop, decide
-from producer.files import AtomicOutput, new_output_problem, summary_path, write_json
+from producer.files import (
+    AtomicOutput,
+    new_output_problem,
+    summary_path,
+    write_json,
+    write_text,
+)
 from producer.lagsampler import LagSample, LagSampler, NoSampling, Sampling, ThreadedSampling
 from producer.produced_file import ProducedFile
 from producer.progress import Progress
@@ -367,6 +375,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="end the overload flag's window this many seconds after message 1 was due (the "
         "producer's start_ms), e.g. at the first fault",
     )
+    parser.add_argument(
+        "--ready-file",
+        type=arguments.new_output_file,
+        help="write this file (the epoch ms, in one rename) once the consumer is open, before "
+        "the first poll: what a caller waits for before it lets the producer start",
+    )
     parser.add_argument("--progress-interval", type=arguments.positive_seconds, default=2.0)
     parser.add_argument(
         "--isolation-level",
@@ -442,6 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = kafka_clients.describe_consumer(args.isolation_level, args.kafka_security)
     clock = SystemClock()
     with StopSignals() as stop:
+        sampling = open_sampling(args, clock)
+        if args.ready_file is not None:
+            write_text(args.ready_file, f"{clock.now_ns() // NS_PER_MS}\n")
         summary = run_collector(
             consumer,
             settings,
@@ -451,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress,
             stop,
             client,
-            open_sampling(args, clock),
+            sampling,
             args.lag_out,
         )
     print(json.dumps(summary, indent=2))

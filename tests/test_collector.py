@@ -452,3 +452,28 @@ def test_the_collector_never_overwrites_an_earlier_result(tmp_path, capsys):
     with pytest.raises(SystemExit):
         collect.main(collect_args(tmp_path))
     assert "received.summary.json already exists" in capsys.readouterr().err
+
+
+def test_the_ready_file_is_written_once_the_consumer_is_open_and_before_the_first_poll(
+    tmp_path, monkeypatch, capsys
+):
+    ready = tmp_path / "collector.ready"
+    seen_at_first_poll = []
+    consumer = FakeConsumer(
+        SimulatedClock(), [(1, [], lambda: seen_at_first_poll.append(ready.exists()))]
+    )
+    monkeypatch.setattr(collect.kafka_clients, "open_consumer", lambda *_: consumer)
+    write_produced(tmp_path / "produced.jsonl", acked=[])
+    arguments = collect_args(tmp_path, **{"--ready-file": str(ready), "--timeout-s": "0.5"})
+    collect.main(arguments)
+    assert seen_at_first_poll == [True]
+    assert ready.read_text().strip().isdigit() and consumer.closed
+    assert not (tmp_path / "collector.ready.part").exists()
+
+
+def test_a_ready_file_left_by_an_earlier_run_is_refused(tmp_path, capsys):
+    (tmp_path / "collector.ready").write_text("1\n")
+    with pytest.raises(SystemExit) as exit_info:
+        collect.main(collect_args(tmp_path, **{"--ready-file": str(tmp_path / "collector.ready")}))
+    assert exit_info.value.code == 2
+    assert "collector.ready already exists" in capsys.readouterr().err

@@ -301,11 +301,12 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
     assert first["overload"]["overloaded"] in (True, False)
     assert first["send_lag_ms"]["p99"] >= 0
-    # The instant was fixed (the lead ahead) only once the producer was connected and waiting.
+    # The instant was fixed (the lead ahead) only once the producer and the collector were ready.
     produced_summary = json.loads((out / "produced.summary.json").read_text())
     lead_ms = record["parameters"]["start_lead_ms"]
     assert lead_ms == 1000, lead_ms  # no fault to start before the first message
-    assert int((out / "producer.ready").read_text()) <= produced_summary["start_ms"] - lead_ms
+    for ready in ("producer.ready", "collector.ready"):
+        assert int((out / ready).read_text()) <= produced_summary["start_ms"] - lead_ms, ready
     lag = read_jsonl(out / "engine" / "lag.jsonl")
     assert len(lag) >= 10 and all(
         len(line["input_end"]) == 4 for line in lag if "error" not in line
