@@ -212,6 +212,18 @@ def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys)
     }
 
 
+def test_the_start_lead_does_not_split_repetitions_recorded_before_and_after_it(tmp_path):
+    """run.json has start_lead_ms since 2026-11-28; it follows from the fault, so an older run
+    without it and a newer one with it are repetitions of one setting."""
+    older = fake_summary(tmp_path, "f5-old", "flink", 5, 0.01, 100, 4.0)
+    newer = fake_summary(tmp_path, "f5-new", "flink", 5, 0.03, 300, 6.0)
+    summary = json.loads((newer / "summary.json").read_text())
+    summary["parameters"]["start_lead_ms"] = 5000
+    (newer / "summary.json").write_text(json.dumps(summary))
+    groups = compare.group_runs(compare.load_runs([older, newer]))
+    assert [[r.run_id for r in g.runs] for g in groups] == [["f5-old", "f5-new"]]
+
+
 def test_compare_needs_summaries(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     assert main(["compare", str(tmp_path / "r"), "--out", str(tmp_path / "o")]) == 1

@@ -307,6 +307,9 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert lead_ms == 1000, lead_ms  # no fault to start before the first message
     for ready in ("producer.ready", "collector.ready"):
         assert int((out / ready).read_text()) <= produced_summary["start_ms"] - lead_ms, ready
+    # The clients' files came as one archive of files only: the result directory kept its mode.
+    assert oct(out.stat().st_mode & 0o777) == "0o755"
+    assert not (out / "client-files.tar").exists()
     lag = read_jsonl(out / "engine" / "lag.jsonl")
     assert len(lag) >= 10 and all(
         len(line["input_end"]) == 4 for line in lag if "error" not in line
