@@ -60,45 +60,19 @@ def numbers(summary: dict) -> dict:
     return {key: value for key, value in summary.items() if key != "analysis"}
 
 
-def test_a_cluster_summary_of_the_latest_run_equals_a_local_one(converged, tmp_path):
+def test_a_cluster_summary_and_comparison_of_the_named_runs_equal_local_ones(converged, tmp_path):
+    """One analyze.yml run names two runs: each is summarised with the lab's Spark cluster (the
+    first equal to the same run summarised locally), they are compared, and a third run that
+    was not named is left alone."""
     results = tmp_path / "results"
-    older = make_run(results, f"lab-older-{uuid.uuid4().hex[:8]}", seconds=2)
-    os.utime(older / "run.json", (1, 1))
-    run = make_run(results, f"lab-analysis-{uuid.uuid4().hex[:8]}")
-    local_copy = tmp_path / "local" / run.name
-    shutil.copytree(run, local_copy)
+    first = make_run(results, f"lab-first-{uuid.uuid4().hex[:8]}")
+    second = make_run(results, f"lab-second-{uuid.uuid4().hex[:8]}", seconds=10)
+    not_named = make_run(results, f"lab-not-named-{uuid.uuid4().hex[:8]}", seconds=2)
+    local_copy = tmp_path / "local" / first.name
+    shutil.copytree(first, local_copy)
     local = summarize_locally(local_copy)
 
-    # No run named: the latest (by run.json's modification time) is analysed, and only it.
     played = run_playbook(
-        "analyze.yml",
-        LAB_INVENTORY,
-        extravars={"analysis_results_dir": str(results)},
-        tmp_path=tmp_path,
-    )
-    assert played.rc == 0, played.output[-6000:]
-    assert not (older / "summary.json").exists()
-    cluster = json.loads((run / "summary.json").read_text())
-    assert numbers(cluster) == numbers(local)
-    assert cluster["analysis"]["master"] == f"spark://{converged['node1']}:7077"
-    executors = set(cluster["analysis"]["executor_hosts"])
-    assert {converged["node2"], converged["node3"]} <= executors, executors
-    assert local["lost"] > 0 and local["duplicate_records"] > 0 and local["faults"][0]["stall_s"]
-    assert (run / "report.md").exists() and (run / "report.html").exists()
-    assert {p.name for p in (run / "plots").iterdir()} == PLOTS
-    # The headline numbers are printed, and nothing of the run is left on the Spark hosts.
-    assert f"lost        {local['lost']} (" in played.output, played.output[-3000:]
-    for host in ("node1", "node2", "node3"):
-        leftover = Path(f"/srv/lab/{host}/data/analysis/runs/{run.name}")
-        assert not leftover.exists(), leftover
-
-
-def test_a_comparison_of_several(converged, tmp_path):
-    results = tmp_path / "results"
-    first = make_run(results, f"lab-first-{uuid.uuid4().hex[:8]}", seconds=10)
-    second = make_run(results, f"lab-second-{uuid.uuid4().hex[:8]}", seconds=10)
-
-    both = run_playbook(
         "analyze.yml",
         LAB_INVENTORY,
         extravars={
@@ -108,15 +82,39 @@ def test_a_comparison_of_several(converged, tmp_path):
         },
         tmp_path=tmp_path,
     )
-    assert both.rc == 0, both.output[-6000:]
-    assert (first / "summary.json").exists() and (second / "summary.json").exists()
+    assert played.rc == 0, played.output[-6000:]
+    assert not (not_named / "summary.json").exists()
+    cluster = json.loads((first / "summary.json").read_text())
+    assert numbers(cluster) == numbers(local)
+    assert cluster["analysis"]["master"] == f"spark://{converged['node1']}:7077"
+    executors = set(cluster["analysis"]["executor_hosts"])
+    assert {converged["node2"], converged["node3"]} <= executors, executors
+    assert local["lost"] > 0 and local["duplicate_records"] > 0 and local["faults"][0]["stall_s"]
+    for run in (first, second):
+        assert (run / "summary.json").exists(), run
+        assert (run / "report.md").exists() and (run / "report.html").exists(), run
+        assert {p.name for p in (run / "plots").iterdir()} == PLOTS, run
     compared = results / "comparison"
     assert {p.name for p in compared.iterdir()} == {"comparison.md", "comparison.csv", "plots"}
-    assert f"| {first.name} |" in (compared / "comparison.md").read_text()
+    comparison = (compared / "comparison.md").read_text()
+    assert f"| {first.name} |" in comparison and f"| {second.name} |" in comparison, comparison
+    # The headline numbers are printed, and nothing of the runs is left on the Spark hosts.
+    assert f"lost        {local['lost']} (" in played.output, played.output[-3000:]
+    for host in ("node1", "node2", "node3"):
+        for run in (first, second):
+            leftover = Path(f"/srv/lab/{host}/data/analysis/runs/{run.name}")
+            assert not leftover.exists(), leftover
 
 
-def test_bad_input_fails_with_the_file_and_line(converged, tmp_path):
+def test_with_no_run_named_the_latest_is_analysed_and_bad_input_names_its_file_and_line(
+    converged, tmp_path
+):
+    """No run named: the latest (by run.json's modification time) is analysed, and only it.
+    Here it has a malformed line: the analysis fails naming the file and the line, and writes
+    no summary."""
     results = tmp_path / "results"
+    older = make_run(results, f"lab-older-{uuid.uuid4().hex[:8]}", seconds=2)
+    os.utime(older / "run.json", (1, 1))
     run = make_run(results, f"lab-bad-{uuid.uuid4().hex[:8]}", seconds=5)
     lines = (run / "received.jsonl").read_text().splitlines(keepends=True)
     lines.insert(2, "not json\n")
@@ -124,12 +122,14 @@ def test_bad_input_fails_with_the_file_and_line(converged, tmp_path):
     played = run_playbook(
         "analyze.yml",
         LAB_INVENTORY,
-        extravars={"runs": run.name, "analysis_results_dir": str(results)},
+        extravars={"analysis_results_dir": str(results)},
         tmp_path=tmp_path,
     )
     assert played.rc != 0
     assert f"{run.name}/received.jsonl:3: not a JSON object" in " ".join(played.output.split())
     assert not (run / "summary.json").exists()
+    assert not (older / "summary.json").exists()
+    assert f"{older.name}" not in played.output
     assert not Path(f"/srv/lab/node2/data/analysis/runs/{run.name}").exists()
 
 
