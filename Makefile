@@ -67,12 +67,13 @@ jobs-test:
 lab-test: lab
 	$(BIN)/pytest -m lab
 
-# Fresh test hosts, then every test (tests/run_suite.py): the lab's; beside them, at a low CPU
-# weight, those that need no test host (their output in logs/, printed after the lab's); last,
-# alone, the realtime ones. pytest exits 5 when it collects no test: make fails then.
-test: lint jobs-test
+# The engine jobs' unit tests, fresh test hosts, then every test (tests/run_suite.py): the lab's;
+# beside them, at a low CPU weight, the linters, then the tests that need no test host (their
+# output in logs/, printed after the lab's); last, alone, the realtime ones. Any of them failing
+# fails make test. pytest exits 5 when it collects no test: make fails then.
+test: setup jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(PY) tests/run_suite.py --durations=40
+	$(PY) tests/run_suite.py --durations=40 --beside-first '$(MAKE) --no-print-directory lint'
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup

@@ -2,10 +2,11 @@
 
 1. the lab's tests (`-m lab`), their output streamed as it comes;
 2. beside them, at a low CPU weight, the tests that need no test host and no wall-clock deadline
-   (`-m "not lab and not realtime"`), meant to use the CPU the lab leaves unused (waits on SSH,
-   on a paced producer, on a fault's schedule) instead of adding their own time after the lab's
-   (vmstat over the first 40 minutes of a CI run on 2026-11-27, both running: 1 % idle);
-   their output goes to a log, printed once the lab's tests are done;
+   (`-m "not lab and not realtime"`), after the command given with --beside-first (`make test`:
+   the linters, which need no test host either), meant to use the CPU the lab leaves unused
+   (waits on SSH, on a paced producer, on a fault's schedule) instead of adding their own time
+   after the lab's (vmstat over the first 40 minutes of a CI run on 2026-11-27, both running:
+   1 % idle); their output goes to a log, printed once the lab's tests are done;
 3. last, alone and at the normal weight, the `realtime` tests that need no test host (deadlines
    of seconds or less on the wall clock, the local Kafka broker's JVM, conftest marks them),
    which a busy lab beside them could make late.
@@ -174,8 +175,28 @@ def raise_stopped(signum: int, frame: object) -> None:
     raise Stopped
 
 
+def beside_command(pytest: list[str], first: str | None) -> list[str]:
+    """The run beside the lab's tests: their pytest, after the shell command `first` when one is
+    given; it exits with the first non-zero status of the two (the tests run either way)."""
+    tests = [*pytest, "-m", "not lab and not realtime"]
+    if not first:
+        return tests
+    script = "\n".join(
+        (
+            f"({first})",  # in a subshell: its own `exit` ends only it
+            "first=$?",
+            '"$@"',
+            "tests=$?",
+            '[ "$first" -ne 0 ] && exit "$first"',
+            'exit "$tests"',
+        )
+    )
+    return ["sh", "-c", script, "beside", *tests]
+
+
 def run_all(
     pytest: list[str],
+    beside: list[str],
     beside_log: Path,
     runs: list[subprocess.Popen[bytes]],
     started: float,
@@ -188,15 +209,15 @@ def run_all(
             # Each run in a process group of its own: a signal reaches it only through stop().
             lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO, process_group=0)
             runs.append(lab)
-            beside = subprocess.Popen(
-                [*pytest, "-m", "not lab and not realtime"],
+            beside_run = subprocess.Popen(
+                beside,
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 process_group=0,
                 preexec_fn=enter(cgroup),
             )
-            runs.append(beside)
+            runs.append(beside_run)
             weight = (
                 f"in the cgroup {cgroup} ({LOW_CPU_SHARES} CPU shares)"
                 if cgroup
@@ -213,7 +234,7 @@ def run_all(
                 f"(exit {codes['lab']}); {cpu_use(cpu_at_start, read_cpu_ticks())}",
                 flush=True,
             )
-            codes["beside the lab"] = exit_status(beside.wait())
+            codes["beside the lab"] = exit_status(beside_run.wait())
     finally:
         remove(cgroup)
     # Their own duration is in their summary line: this runner notices their end only now.
@@ -240,6 +261,11 @@ def main() -> int:
         help="where the run beside the lab's tests writes its output",
     )
     parser.add_argument(
+        "--beside-first",
+        metavar="COMMAND",
+        help="a shell command run beside the lab's tests, before the tests beside them",
+    )
+    parser.add_argument(
         "pytest_args", nargs="*", help="more pytest arguments for every run (after --)"
     )
     arguments = parser.parse_args()
@@ -253,7 +279,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, raise_stopped)
     runs: list[subprocess.Popen[bytes]] = []
     try:
-        codes = run_all(pytest, arguments.beside_log, runs, started, cpu_at_start)
+        beside = beside_command(pytest, arguments.beside_first)
+        codes = run_all(pytest, beside, arguments.beside_log, runs, started, cpu_at_start)
     except BaseException as error:
         # Ctrl-C, SIGTERM or the runner's own failure: every run cleans up, once.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -3,7 +3,10 @@ machine's CPU time went while they ran."""
 
 from __future__ import annotations
 
-from run_suite import cpu_ticks, cpu_use, own_cpu_cgroup
+import subprocess
+
+import pytest
+from run_suite import beside_command, cpu_ticks, cpu_use, own_cpu_cgroup
 
 CGROUP_V1 = """\
 9:name=systemd:/
@@ -50,3 +53,27 @@ def test_cpu_use_splits_the_time_between_two_readings_into_busy_idle_and_stolen(
 def test_cpu_use_without_readings_says_it_was_not_measured():
     assert "not measured" in cpu_use({}, {})
     assert "not measured" in cpu_use(cpu_ticks(PROC_STAT), cpu_ticks(PROC_STAT))
+
+
+def test_without_a_first_command_the_run_beside_is_the_tests_alone():
+    assert beside_command(["pytest"], None) == ["pytest", "-m", "not lab and not realtime"]
+
+
+@pytest.mark.parametrize(
+    ("first", "tests", "status"),
+    [
+        ("true", "exit 0", 0),
+        ("exit 3", "exit 0", 3),
+        ("true", "exit 5", 5),
+        ("exit 3", "exit 5", 3),
+    ],
+)
+def test_the_tests_run_after_the_first_command_and_the_first_failure_decides(
+    tmp_path, first, tests, status
+):
+    ran = tmp_path / "tests-ran"
+    # A stand-in for pytest: notes that it ran, then exits as told (its -m arguments ignored).
+    stand_in = ["sh", "-c", f"touch {ran}; {tests}", "pytest"]
+    done = subprocess.run(beside_command(stand_in, first), check=False)
+    assert done.returncode == status
+    assert ran.exists()
