@@ -168,8 +168,8 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     results = tmp_path / "results"
     run_id = f"test-{engine}-{uuid.uuid4().hex[:8]}"  # topics are named after the run
     started_s = time.time()  # the test hosts share this machine's clock
-    # One engine's run is enough to check the experiment's own analysis here; Storm's runs are
-    # summarised in test_lab_experiment_faults.py and test_lab_study.py.
+    # One engine's run is enough to check the experiment's own analysis here; Storm's run with a
+    # fault is summarised in test_lab_study.py.
     analyze_on = "local" if engine == "flink" else "none"
     # The control node reaches the hosts over SSH only: the run's REST calls and Kafka
     # questions go through hosts of the cluster.
