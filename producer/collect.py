@@ -27,18 +27,13 @@ from producer import arguments, kafka_clients
 from producer.clock import NS_PER_MS, NS_PER_S, Clock, SystemClock
 from producer.consumer import Consumer, ResultRecord, assign_from_beginning, broker_ms
 from producer.drain import DrainSettings, DrainView, Stop, decide
-from producer.files import (
-    AtomicOutput,
-    new_output_problem,
-    summary_path,
-    write_json,
-    write_text,
-)
+from producer.files import AtomicOutput, new_output_problem, summary_path, write_json
 from producer.lagsampler import LagSample, LagSampler, NoSampling, Sampling, ThreadedSampling
 from producer.produced_file import ProducedFile
 from producer.progress import Progress
 from producer.results import parse_result, received_line
 from producer.signals import StopSignals
+from producer.start import say_ready
 from producer.steady import ArrivalTimes, steady_figures
 from producer.tally import Tally
 
@@ -458,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with StopSignals() as stop:
         sampling = open_sampling(args, clock)
         if args.ready_file is not None:
-            write_text(args.ready_file, f"{clock.now_ns() // NS_PER_MS}\n")
+            say_ready(args.ready_file, clock)
         summary = run_collector(
             consumer,
             settings,

@@ -53,10 +53,16 @@ def read_start(start_file: Path) -> int | None:
         raise NoStart(f"{start_file} holds {text.strip()[:40]!r}, not an epoch ms") from None
 
 
+def say_ready(path: Path, clock: Clock) -> None:
+    """Write path, holding this instant in epoch ms on clock: the client is ready (the
+    producer's before it waits for its start file, the collector's before its first poll)."""
+    files.write_text(path, f"{clock.now_ns() // NS_PER_MS}\n")
+
+
 def wait_for_start(start_file: Path, clock: Clock, timeout_s: float) -> int:
     """Say ready (start_file.ready), then wait for start_file and return its instant; NoStart
     when it has not come within timeout_s."""
-    files.write_text(ready_path(start_file), f"{clock.now_ns() // NS_PER_MS}\n")
+    say_ready(ready_path(start_file), clock)
     deadline_ns = clock.now_ns() + int(timeout_s * NS_PER_S)
     while (start_ms := read_start(start_file)) is None:
         if clock.now_ns() >= deadline_ns:
