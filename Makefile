@@ -71,9 +71,11 @@ lab-test: lab
 # beside them, at a low CPU weight, the linters, then the tests that need no test host (their
 # output in logs/, printed after the lab's); last, alone, the realtime ones. Any of them failing
 # fails make test. pytest exits 5 when it collects no test: make fails then.
+# (Through a variable: a recipe line naming $(MAKE) itself runs even under make -n.)
+BESIDE_FIRST = $(MAKE) --no-print-directory lint
 test: setup jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(PY) tests/run_suite.py --durations=40 --beside-first '$(MAKE) --no-print-directory lint'
+	$(PY) tests/run_suite.py --durations=40 --beside-first '$(BESIDE_FIRST)'
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup

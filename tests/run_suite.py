@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -177,14 +178,20 @@ def raise_stopped(signum: int, frame: object) -> None:
 
 def beside_command(pytest: list[str], first: str | None) -> list[str]:
     """The run beside the lab's tests: their pytest, after the shell command `first` when one is
-    given; it exits with the first non-zero status of the two (the tests run either way)."""
+    given; it exits with the first non-zero status of the two (the tests run either way, and a
+    failed `first` is named in the log). On SIGINT or SIGTERM the shell waits for what it runs
+    to end, then exits 130 without starting anything more."""
     tests = [*pytest, "-m", "not lab and not realtime"]
     if not first:
         return tests
+    failed = shlex.quote(f"run_suite: before the tests beside the lab, `{first}` failed: exit")
     script = "\n".join(
         (
+            # Without the trap, sh would die at once on the runner's SIGINT, leaving them running.
+            "trap 'exit 130' INT TERM",
             f"({first})",  # in a subshell: its own `exit` ends only it
             "first=$?",
+            f'[ "$first" -ne 0 ] && echo {failed} "$first"',
             '"$@"',
             "tests=$?",
             '[ "$first" -ne 0 ] && exit "$first"',

@@ -3,7 +3,10 @@ machine's CPU time went while they ran."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 
 import pytest
 from run_suite import beside_command, cpu_ticks, cpu_use, own_cpu_cgroup
@@ -77,3 +80,30 @@ def test_the_tests_run_after_the_first_command_and_the_first_failure_decides(
     done = subprocess.run(beside_command(stand_in, first), check=False)
     assert done.returncode == status
     assert ran.exists()
+
+
+def test_a_failed_first_command_is_named_in_the_output(tmp_path):
+    stand_in = ["sh", "-c", "exit 0", "pytest"]
+    done = subprocess.run(
+        beside_command(stand_in, "exit 4"), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 4
+    assert "run_suite: before the tests beside the lab, `exit 4` failed: exit 4" in done.stdout
+
+
+def test_on_sigint_it_waits_for_the_tests_to_clean_up_and_starts_nothing_more(tmp_path):
+    started, cleaned = tmp_path / "started", tmp_path / "cleaned"
+    # A stand-in for pytest that cleans up for 0.5 s on SIGINT, as pytest's fixtures do.
+    script = (
+        f"trap 'sleep 0.5; touch {cleaned}; exit 2' INT; touch {started}; "
+        "while :; do sleep 0.05; done"
+    )
+    stand_in = ["sh", "-c", script, "pytest"]
+    run = subprocess.Popen(beside_command(stand_in, "true"), process_group=0)
+    deadline = time.monotonic() + 10
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert started.exists()
+    os.killpg(run.pid, signal.SIGINT)  # what run_suite.stop() sends
+    assert run.wait(timeout=10) == 130
+    assert cleaned.exists(), "the shell ended before the tests had cleaned up"
