@@ -89,16 +89,21 @@ def producer_started(lab: dict[str, str], run_id: str) -> str:
 
 
 def run_program_users(address: str, instance: str) -> dict[str, set[str]]:
-    """The users the run's Python programs (producer, collector) run as on a test host, by
-    module; root only starts them (runuser's own process and the shells are not counted)."""
+    """The users the run's Python programs (producer, collector, Flink's timeline sampler) run
+    as on a test host, by module or script; root only starts them (runuser's own process and the
+    shells are not counted)."""
     done = on_lab_host(address, "ps", "-eww", "-o", "user:32=,args=")
     assert done.returncode == 0, done.stderr
     users: dict[str, set[str]] = {}
     for line in done.stdout.splitlines():
         user, _, args = line.strip().partition(" ")
         words = args.split()
-        if f"/{instance}/" in args and words[0].endswith("/venv/bin/python") and "-m" in words:
+        if f"/{instance}/" not in args or not words[0].endswith("/venv/bin/python"):
+            continue
+        if "-m" in words:
             users.setdefault(words[words.index("-m") + 1], set()).add(user)
+        elif words[1].endswith(".py"):
+            users.setdefault(Path(words[1]).name, set()).add(user)
     return users
 
 
@@ -146,9 +151,13 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
     assert job["state"] == "RUNNING", job
     left = " ".join(run_processes(converged["node1"], instance))
     assert "producer.produce" in left and "producer.collect" in left, left
-    # Both run as the service account, not root.
+    # They and the timeline's sampler run as the service account, not root.
     users = run_program_users(converged["node1"], instance)
-    assert users == {"producer.produce": {"streamlab"}, "producer.collect": {"streamlab"}}, users
+    assert users == {
+        "producer.produce": {"streamlab"},
+        "producer.collect": {"streamlab"},
+        "flink_timeline.py": {"streamlab"},
+    }, users
     run_dir = results / run_id
     assert (run_dir / "run.started.json").exists() and not (run_dir / "run.json").exists()
     return InterruptedRun(results, run_id, instance, job["jid"])
