@@ -129,7 +129,7 @@ def test_with_no_run_named_the_latest_is_analysed_and_bad_input_names_its_file_a
     assert f"{run.name}/received.jsonl:3: not a JSON object" in " ".join(played.output.split())
     assert not (run / "summary.json").exists()
     assert not (older / "summary.json").exists()
-    assert f"{older.name}" not in played.output
+    assert older.name not in played.output
     assert not Path(f"/srv/lab/node2/data/analysis/runs/{run.name}").exists()
 
 
