@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,31 @@ def test_it_finds_exactly_the_processes_in_a_runs_directory_and_stops_them(proce
 
     rc, again = run_module("streamlab_run_processes", {**args, "stop": True})
     assert rc == 0 and again["changed"] is False and again["processes"] == [], again
+
+
+def test_a_program_started_through_runuser_is_found_once(tmp_path):
+    """The kit starts its programs through runuser (sudo on macOS), whose own process has the
+    program's arguments: only the program is the run's process, not the switcher too."""
+    runs = tmp_path / "data" / "runs"
+    script = tmp_path / "bin" / "flink_timeline.py"
+    script.parent.mkdir()
+    script.write_text("import time\ntime.sleep(120)\n")
+    out = str(runs / "inst-c" / "timeline.jsonl")
+    switcher = subprocess.Popen(["runuser", "-u", "root", "--", sys.executable, str(script), out])
+    args = {"directories": [str(runs)], "programs": PROGRAMS}
+    try:
+        deadline = time.monotonic() + 10
+        listed: dict = {"processes": []}
+        while not listed["processes"] and time.monotonic() < deadline:
+            rc, listed = run_module("streamlab_run_processes", args)
+            assert rc == 0, listed
+        (found,) = listed["processes"]
+        assert found["run"] == "inst-c" and found["pid"] != switcher.pid, found
+        assert found["command"].startswith(f"{sys.executable} {script}"), found
+    finally:
+        switcher.kill()
+        switcher.wait()
+        subprocess.run(["pkill", "-f", str(script)], check=False)
 
 
 def test_check_mode_stops_nothing(processes):

@@ -94,7 +94,14 @@ def _run_of(argv: list[str], directories: list[str]) -> str | None:
     return None
 
 
+# The account switchers the kit starts its programs through (common_run_as_service): such a
+# process has its program's arguments, and ends with it; the program itself is the one found.
+ACCOUNT_SWITCHERS = ("runuser", "sudo")
+
+
 def _is_program(argv: list[str], programs: list[str]) -> bool:
+    if argv and argv[0].rsplit("/", 1)[-1] in ACCOUNT_SWITCHERS:
+        return False
     return any(argument.rsplit("/", 1)[-1] in programs for argument in argv)
 
 
