@@ -295,3 +295,22 @@ def test_recover_takes_a_schedule_that_ends_while_it_is_cancelled(tmp_path, monk
     assert killed == [4343], killed
     assert answer["repaired"] == ["cancelled schedule0 (pid 4343)"]
     assert list(state.iterdir()) == []
+
+
+def test_a_step_of_the_wall_clock_neither_shortens_nor_ends_a_fault(tmp_path, monkeypatch):
+    """The reverter waits for the fault's length on the monotonic clock: the wall clock stepping
+    a minute ahead (a VM's clock set from its host) does not undo the fault early."""
+    path = spec_file(tmp_path, duration_ms=1500)
+    wall = agent.now_ms
+
+    monkeypatch.setattr(agent, "now_ms", lambda: wall() + 60_000)
+    monkeypatch.setattr(agent, "matching_processes", lambda match, netns: [])
+    started = time.monotonic()
+    # The schedule armed it just before the step: 1.5 s to go on either clock.
+    agent.run_reverter(str(path), 0, wall() + 1500, agent.monotonic_ms() + 1500)
+    waited = time.monotonic() - started
+    assert 1.4 <= waited <= 5, waited
+    (reverted,) = [
+        e for e in agent.Events(tmp_path, "test-1").read() if e.get("event") == "reverted"
+    ]
+    assert reverted["k"] == 0

@@ -67,6 +67,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 def sleep_until_ms(when_ms: int) -> None:
     while True:
         left = when_ms - now_ms()
@@ -634,10 +638,16 @@ def run_schedule(spec_path: str) -> int:
     for k, at_ms in enumerate(occurrence_times(spec)):
         sleep_until_ms(at_ms)
         # The fault's clock starts here, before the undo is armed, so it lasts at least duration.
+        # Its length is kept on the monotonic clock (shared by every process of the host), which
+        # no clock step moves; end_at, on the wall clock, is only recorded.
         start = now_ms()
         end_at = start + duration
+        end_at_monotonic_ms = monotonic_ms() + duration
         reverter = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "_revert", spec_path, str(k), str(end_at)],
+            [
+                *(sys.executable, os.path.abspath(__file__), "_revert", spec_path, str(k)),
+                *(str(end_at), str(end_at_monotonic_ms)),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -660,8 +670,9 @@ def run_schedule(spec_path: str) -> int:
     return 0
 
 
-def run_reverter(spec_path: str, k: int, end_at: int) -> int:
-    """Sleep until the fault's end, then undo it (whatever happened to the schedule)."""
+def run_reverter(spec_path: str, k: int, end_at: int, end_at_monotonic_ms: int) -> int:
+    """Sleep until the fault's end (on the monotonic clock), then undo it (whatever happened to
+    the schedule)."""
     spec = load_spec(spec_path)
     events = Events(Path(spec["state_dir"]), spec["id"])
     stopped = {"now": False}
@@ -670,8 +681,8 @@ def run_reverter(spec_path: str, k: int, end_at: int) -> int:
         stopped["now"] = True
 
     signal.signal(signal.SIGTERM, undo_now)  # undo at once
-    while not stopped["now"] and now_ms() < end_at:
-        time.sleep(min(max(end_at - now_ms(), 1) / 1000.0, 0.2))
+    while not stopped["now"] and monotonic_ms() < end_at_monotonic_ms:
+        time.sleep(min(max(end_at_monotonic_ms - monotonic_ms(), 1) / 1000.0, 0.2))
         if any(e.get("event") == "failed" and e.get("k") == k for e in events.read()):
             break  # the apply failed, maybe part way: undo what it did now
     applied = next(
@@ -816,8 +827,8 @@ def wait_for_records(spec: Spec, wait_s: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["_revert"] and len(args) == 4:
-        return run_reverter(args[1], int(args[2]), int(args[3]))
+    if args[:1] == ["_revert"] and len(args) == 5:
+        return run_reverter(args[1], int(args[2]), int(args[3]), int(args[4]))
     if args[:1] == ["_schedule"] and len(args) == 2:
         return run_schedule(args[1])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
