@@ -252,6 +252,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         # TLS as the JobManager reports its configuration; the stores' passwords are not kept.
         tls = bool(LAB_SECRETS.get("flink_tls_internal")), bool(LAB_SECRETS.get("flink_tls_rest"))
         assert (settings["tls_internal"], settings["tls_rest"]) == tls
+        assert settings["registration_error_delay"] == "1000 ms"  # the role's default
         pki = lab_pki("flink")
         if any(tls):
             secrets = [path.read_text() for path in pki.glob("*.password")]
