@@ -307,10 +307,22 @@ def test_a_step_of_the_wall_clock_neither_shortens_nor_ends_a_fault(tmp_path, mo
     monkeypatch.setattr(agent, "matching_processes", lambda match, netns: [])
     started = time.monotonic()
     # The schedule armed it just before the step: 1.5 s to go on either clock.
-    agent.run_reverter(str(path), 0, wall() + 1500, agent.monotonic_ms() + 1500)
+    agent.run_reverter(str(path), 0, agent.monotonic_ms() + 1500)
     waited = time.monotonic() - started
     assert 1.4 <= waited <= 5, waited
     (reverted,) = [
         e for e in agent.Events(tmp_path, "test-1").read() if e.get("event") == "reverted"
     ]
     assert reverted["k"] == 0
+
+
+def test_a_reverter_started_by_an_earlier_agent_still_waits_for_the_faults_end(tmp_path):
+    """A schedule already running when the agent file was replaced starts `_revert` with the
+    wall-clock end only: the new agent accepts it and undoes at that end, not at once."""
+    path = spec_file(tmp_path, duration_ms=1500)
+    started = time.monotonic()
+    done = agent_cli("_revert", str(path), "0", str(agent.now_ms() + 1500))
+    waited = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 1.4 <= waited <= 10, waited
+    assert any(e.get("event") == "reverted" for e in agent.Events(tmp_path, "test-1").read())

@@ -10,8 +10,8 @@ makes it one name for ansible.cfg. Plays run exactly as with `linear`.
 Not the default: in one of three runs on the test hosts (fresh-clone CI of 2026-11-28), an
 experiment sent SIGINT (Ctrl-C) had not exited 60 s later under this strategy; with `linear`
 that test passed in the earlier CIs. Mitogen's tracker has a report of the same symptom
-(mitogen-hq/mitogen#625, fixed in 0.2.8); whether this is the same fault is not known. Until that
-is understood, a Ctrl-C must stop the kit promptly.
+(mitogen-hq/mitogen#625, reported against 0.2.8, closed); whether this is the same fault is
+not known. Until that is understood, a Ctrl-C must stop the kit promptly.
 
 Only SSH goes through Mitogen. A local connection (the embedded default inventory, tasks on the
 control node) stays Ansible's own: Mitogen's asks `sudo` for `become` even when the control node

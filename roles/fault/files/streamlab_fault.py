@@ -509,7 +509,7 @@ class Fault:
         run(argv)
         return {"iface": self.iface, "delay_ms": delay, "jitter_ms": jitter, "method": "netem"}
 
-    def undo(self, applied: dict[str, Any], end_ms: int) -> dict[str, Any]:
+    def undo(self, applied: dict[str, Any], end_monotonic_ms: int) -> dict[str, Any]:
         if self.action in ("kill_group", "stop_programs"):
             programs = applied.get("programs") or self.programs_list
             return {"started": self.programs.start(list(programs))}
@@ -530,10 +530,9 @@ class Fault:
         if self.action == "kill_matching":
             # The engine restarts them: note when new ones appeared (up to the fault's end).
             before = set(applied.get("pids") or [])
-            deadline = end_ms
             while True:
                 fresh = [p for p in matching_processes(self.match, self.netns) if p not in before]
-                if fresh or now_ms() >= deadline:
+                if fresh or monotonic_ms() >= end_monotonic_ms:
                     return {"restarted": bool(fresh), "new_pids": fresh}
                 time.sleep(WORKER_WAIT_STEP_S)
         if self.action == "partition":
@@ -670,7 +669,7 @@ def run_schedule(spec_path: str) -> int:
     return 0
 
 
-def run_reverter(spec_path: str, k: int, end_at: int, end_at_monotonic_ms: int) -> int:
+def run_reverter(spec_path: str, k: int, end_at_monotonic_ms: int) -> int:
     """Sleep until the fault's end (on the monotonic clock), then undo it (whatever happened to
     the schedule)."""
     spec = load_spec(spec_path)
@@ -695,7 +694,7 @@ def run_reverter(spec_path: str, k: int, end_at: int, end_at_monotonic_ms: int) 
     )
     begun = now_ms()
     try:
-        details = Fault(spec).undo(applied, end_at)
+        details = Fault(spec).undo(applied, end_at_monotonic_ms)
         events.append(
             event="reverted", k=k, revert_begun_ms=begun, end_ms=now_ms(), details=details
         )
@@ -827,8 +826,14 @@ def wait_for_records(spec: Spec, wait_s: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    # _revert SPEC K END_WALL_MS END_MONOTONIC_MS: the wall-clock end shows in `ps`; the
+    # monotonic one is waited for.
     if args[:1] == ["_revert"] and len(args) == 5:
-        return run_reverter(args[1], int(args[2]), int(args[3]), int(args[4]))
+        return run_reverter(args[1], int(args[2]), int(args[4]))
+    if args[:1] == ["_revert"] and len(args) == 4:
+        # Started by a schedule of an earlier agent (the file is rewritten at every fault
+        # start), which gave the wall-clock end only: the time left to it, from now.
+        return run_reverter(args[1], int(args[2]), monotonic_ms() + int(args[3]) - now_ms())
     if args[:1] == ["_schedule"] and len(args) == 2:
         return run_schedule(args[1])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
