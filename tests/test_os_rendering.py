@@ -196,28 +196,69 @@ def walk_tasks(tasks: list[dict]) -> list[dict]:
     return found
 
 
+INCLUDE_TASKS = ("ansible.builtin.include_tasks", "include_tasks", "ansible.builtin.import_tasks")
+
+
+def as_conditions(when) -> list:
+    return [] if when is None else list(when) if isinstance(when, list) else [when]
+
+
+def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
+    """The service role's include_role tasks in roles/<role>/tasks/<file>, through include_tasks.
+
+    A task reached through include_tasks gets the include's vars under its own and the include's
+    when before its own, as Ansible applies them."""
+    found = []
+    for task in walk_tasks(yaml.safe_load((ROLES / role / "tasks" / file).read_text())):
+        nested = next((task[key] for key in INCLUDE_TASKS if key in task), None)
+        if nested is not None:
+            assert isinstance(nested, str) and "{{" not in nested, task
+            assert "loop" not in task, f"a looped include_tasks is not followed: {task}"
+            found += service_includes(
+                role,
+                nested,
+                {
+                    "vars": {**inherited.get("vars", {}), **task.get("vars", {})},
+                    "when": inherited.get("when", []) + as_conditions(task.get("when")),
+                },
+            )
+            continue
+        include = task.get("ansible.builtin.include_role") or task.get("include_role")
+        # Only the main entry point runs a daemon (fail_with_log, operate and the rest do not).
+        if (
+            isinstance(include, dict)
+            and include.get("name") == "service"
+            and include.get("tasks_from", "main") == "main"
+        ):
+            found.append(
+                {
+                    **{k: task[k] for k in ("name", "loop", "loop_control") if k in task},
+                    "vars": {**inherited.get("vars", {}), **task.get("vars", {})},
+                    "when": inherited.get("when", []) + as_conditions(task.get("when")),
+                }
+            )
+    return found
+
+
 def program_tasks(role: str) -> list[dict]:
     """The tasks that run role's daemons under the service role, rendering program.conf.j2 instead.
 
-    They keep the role's own vars and loop, so the programs get the roles' real command lines.
+    They keep the role's own vars, loop and conditions (through include_tasks too), so the
+    programs get the roles' real command lines.
     """
     template = ROLES / "service" / "templates" / "program.conf.j2"
-    converted = []
-    for task in walk_tasks(yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text())):
-        include = task.get("ansible.builtin.include_role") or task.get("include_role")
-        if isinstance(include, dict) and include.get("name") == "service":
-            assert include.get("tasks_from", "main") == "main", task
-            render = (
-                "{{ render_files | combine({'programs/' ~ service_name ~ '.conf':"
-                f" lookup('ansible.builtin.template', {str(template)!r})}}) }}}}"
-            )
-            converted.append(
-                {
-                    "name": f"{role}: {task['name']}",
-                    "ansible.builtin.set_fact": {"render_files": render},
-                    **{k: task[k] for k in ("vars", "loop", "loop_control", "when") if k in task},
-                }
-            )
+    render = (
+        "{{ render_files | combine({'programs/' ~ service_name ~ '.conf':"
+        f" lookup('ansible.builtin.template', {str(template)!r})}}) }}}}"
+    )
+    converted = [
+        {
+            **{k: v for k, v in task.items() if v or k == "vars"},
+            "name": f"{role}: {task['name']}",
+            "ansible.builtin.set_fact": {"render_files": render},
+        }
+        for task in service_includes(role, "main.yml", {})
+    ]
     assert converted, f"roles/{role}/tasks/main.yml runs no daemon under the service role"
     return converted
 
