@@ -206,8 +206,10 @@ def as_conditions(when) -> list:
 def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
     """The service role's include_role tasks in roles/<role>/tasks/<file>, through include_tasks.
 
-    A task reached through include_tasks gets the include's vars under its own and the include's
-    when before its own, as Ansible applies them."""
+    A task reached through include_tasks gets the include's vars over its own (Ansible's include
+    parameters win over task vars; an inner include's over an outer one's) and the include's when
+    before its own. Vars and conditions of a block are not carried (no role's service include
+    sits in one)."""
     found = []
     for task in walk_tasks(yaml.safe_load((ROLES / role / "tasks" / file).read_text())):
         nested = next((task[key] for key in INCLUDE_TASKS if key in task), None)
@@ -233,7 +235,7 @@ def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
             found.append(
                 {
                     **{k: task[k] for k in ("name", "loop", "loop_control") if k in task},
-                    "vars": {**inherited.get("vars", {}), **task.get("vars", {})},
+                    "vars": {**task.get("vars", {}), **inherited.get("vars", {})},
                     "when": inherited.get("when", []) + as_conditions(task.get("when")),
                 }
             )
