@@ -3,22 +3,35 @@
 purge followed by site.yml; each repeated, with the changed count per host.
 
 Needs converged test hosts (make lab, then site.yml or make test); leaves them converged.
-Run as root from the repository (`make bench-reset`). The hosts share this machine's cores.
+Run as root from the repository (`make bench-reset`). The hosts share this machine's cores: each
+figure also gives the share of the machine's CPU time that was busy while it ran (/proc/stat, as
+`make test` reports it). Near 100 %, the playbook waited on this machine's cores rather than on
+its daemons or SSH, and a figure from hosts with cores of their own would be lower.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 import lab_playbooks
+
+# The suite's runner reads the machine's CPU time; the bench reads it the same way.
+sys.path.insert(0, str(lab_playbooks.REPO / "tests"))
+from run_suite import cpu_shares, read_cpu_ticks  # noqa: E402
 
 CONFIRMED = {"confirm": "yes"}
 
 
-def timed(playbooks: tuple[str, ...], extravars: dict | None = None) -> tuple[float, int]:
+def timed(
+    playbooks: tuple[str, ...], extravars: dict | None = None
+) -> tuple[float, int, float | None]:
+    """Wall seconds, changed tasks, and the busy share of the machine's CPU time meanwhile."""
+    before = read_cpu_ticks()
     wall, stats = lab_playbooks.run(playbooks, extravars=extravars)
-    return wall, sum(stats.get("changed", {}).values())
+    shares = cpu_shares(before, read_cpu_ticks())
+    return wall, sum(stats.get("changed", {}).values()), shares and shares["busy"]
 
 
 def spread(values: list[float]) -> str:
@@ -31,12 +44,19 @@ def spread(values: list[float]) -> str:
     )
 
 
+def busy(values: list[float | None]) -> str:
+    measured = [value for value in values if value is not None]
+    if not measured:
+        return "CPU busy: not measured"
+    return "CPU busy " + ", ".join(f"{value:.0%}" for value in measured)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=3)
     args = parser.parse_args()
 
-    figures: dict[str, list[float]] = {
+    figures: dict[str, list[tuple[float, float | None]]] = {
         "teardown, listing only": [],
         "teardown (state), lab running": [],
         "teardown again (nothing left)": [],
@@ -46,23 +66,27 @@ def main() -> None:
         "site.yml after a purge": [],
     }
     changed_again: list[int] = []
+
+    def take(name: str, playbook: str, extravars: dict | None = None) -> int:
+        wall, changed, busy_share = timed((playbook,), extravars)
+        figures[name].append((wall, busy_share))
+        return changed
+
     for repetition in range(1, args.repetitions + 1):
         print(f"repetition {repetition}/{args.repetitions}", flush=True)
-        figures["teardown, listing only"].append(timed(("teardown.yml",))[0])
-        figures["teardown (state), lab running"].append(timed(("teardown.yml",), CONFIRMED)[0])
-        wall, changed = timed(("teardown.yml",), CONFIRMED)
-        figures["teardown again (nothing left)"].append(wall)
-        changed_again.append(changed)
-        figures["site.yml after a teardown"].append(timed(("site.yml",))[0])
-        figures["redeploy.yml, lab running"].append(timed(("redeploy.yml",), CONFIRMED)[0])
-        figures["purge, lab running"].append(
-            timed(("teardown.yml",), {**CONFIRMED, "purge": "true"})[0]
-        )
-        figures["site.yml after a purge"].append(timed(("site.yml",))[0])
+        take("teardown, listing only", "teardown.yml")
+        take("teardown (state), lab running", "teardown.yml", CONFIRMED)
+        changed_again.append(take("teardown again (nothing left)", "teardown.yml", CONFIRMED))
+        take("site.yml after a teardown", "site.yml")
+        take("redeploy.yml, lab running", "redeploy.yml", CONFIRMED)
+        take("purge, lab running", "teardown.yml", {**CONFIRMED, "purge": "true"})
+        take("site.yml after a purge", "site.yml")
 
-    print("\nwall time on the 3 test hosts (they share this machine's 2 cores):")
-    for name, values in figures.items():
-        print(f"  {name:32} {spread(values)}")
+    print("\nwall time on the 3 test hosts (they share this machine's 2 cores), and the busy")
+    print("share of the machine's CPU time during each run:")
+    for name, runs in figures.items():
+        walls = [wall for wall, _ in runs]
+        print(f"  {name:32} {spread(walls)}; {busy([share for _, share in runs])}")
     print(f"  changed tasks in the second teardown: {changed_again}")
 
 

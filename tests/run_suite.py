@@ -148,18 +148,30 @@ def read_cpu_ticks() -> dict[str, int]:
         return {}
 
 
-def cpu_use(before: dict[str, int], after: dict[str, int]) -> str:
-    """How the machine's CPU time went between two readings: busy, idle, and stolen (time this
-    virtual machine was ready to run but its hypervisor ran something else)."""
+def cpu_shares(before: dict[str, int], after: dict[str, int]) -> dict[str, float] | None:
+    """The shares of the machine's CPU time between two readings that were busy, idle, and
+    stolen (time this virtual machine was ready to run but its hypervisor ran something else);
+    None without two readings that differ."""
     spent = {kind: after.get(kind, 0) - before.get(kind, 0) for kind in CPU_FIELDS}
     total = sum(spent.values())
     if not before or not after or total <= 0:
-        return "the machine's CPU time: not measured (no /proc/stat, or no time between readings)"
+        return None
     idle = spent["idle"] + spent["iowait"]
-    busy = total - idle - spent["steal"]
+    return {
+        "busy": (total - idle - spent["steal"]) / total,
+        "idle": idle / total,
+        "stolen": spent["steal"] / total,
+    }
+
+
+def cpu_use(before: dict[str, int], after: dict[str, int]) -> str:
+    """How the machine's CPU time went between two readings, in words (cpu_shares)."""
+    shares = cpu_shares(before, after)
+    if shares is None:
+        return "the machine's CPU time: not measured (no /proc/stat, or no time between readings)"
     return (
-        f"the machine's CPU time: {busy / total:.0%} busy, {idle / total:.0%} idle, "
-        f"{spent['steal'] / total:.0%} stolen by the hypervisor"
+        f"the machine's CPU time: {shares['busy']:.0%} busy, {shares['idle']:.0%} idle, "
+        f"{shares['stolen']:.0%} stolen by the hypervisor"
     )
 
 

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from run_suite import beside_command, cpu_ticks, cpu_use, own_cpu_cgroup
+from run_suite import beside_command, cpu_shares, cpu_ticks, cpu_use, own_cpu_cgroup
 
 CGROUP_V1 = """\
 9:name=systemd:/
@@ -48,6 +48,7 @@ def test_cpu_use_splits_the_time_between_two_readings_into_busy_idle_and_stolen(
     spent = {"user": 500, "system": 100, "idle": 150, "iowait": 50, "steal": 200}
     for kind, ticks in spent.items():
         after[kind] += ticks
+    assert cpu_shares(before, after) == pytest.approx({"busy": 0.6, "idle": 0.2, "stolen": 0.2})
     assert cpu_use(before, after) == (
         "the machine's CPU time: 60% busy, 20% idle, 20% stolen by the hypervisor"
     )
@@ -56,6 +57,7 @@ def test_cpu_use_splits_the_time_between_two_readings_into_busy_idle_and_stolen(
 def test_cpu_use_without_readings_says_it_was_not_measured():
     assert "not measured" in cpu_use({}, {})
     assert "not measured" in cpu_use(cpu_ticks(PROC_STAT), cpu_ticks(PROC_STAT))
+    assert cpu_shares(cpu_ticks(PROC_STAT), cpu_ticks(PROC_STAT)) is None
 
 
 def test_without_a_first_command_the_run_beside_is_the_tests_alone():
