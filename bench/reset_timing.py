@@ -6,7 +6,7 @@ Needs converged test hosts (make lab, then site.yml or make test); leaves them c
 Run as root from the repository (`make bench-reset`). The hosts share this machine's cores: each
 figure also gives the share of the machine's CPU time that was busy while it ran (/proc/stat, as
 `make test` reports it). Near 100 %, the playbook waited on this machine's cores rather than on
-its daemons or SSH, and a figure from hosts with cores of their own would be lower.
+its daemons or SSH, and hosts with cores of their own could take less.
 """
 
 from __future__ import annotations
