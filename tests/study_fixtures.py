@@ -14,6 +14,7 @@ from analysis.study.runner import ExperimentResult
 
 REPO = Path(__file__).resolve().parents[1]
 STUDIES = REPO / "studies"
+TEST_STUDIES = REPO / "tests" / "studies"
 # The fault role's types, as this checkout has them.
 FAULT_TYPES = tuple(sorted(p.stem for p in (REPO / "roles/fault/tasks/types").glob("*.yml")))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from study_fixtures import STUDIES, FakeExperiment, fake_kit
+from study_fixtures import STUDIES, TEST_STUDIES, FakeExperiment, fake_kit
 
 from analysis.study import __main__ as cli
 from analysis.study import ansible, plan, spec
@@ -25,8 +25,8 @@ def kit(tmp_path):
     return fake_kit(tmp_path / "kit")
 
 
-def smoke_plan(kit, seed: int = 3) -> plan.Plan:
-    return plan.make_plan(spec.load(STUDIES / "smoke.yml", kit), kit, 1.0, order_seed=seed)
+def sweep_plan(kit, seed: int = 3) -> plan.Plan:
+    return plan.make_plan(spec.load(TEST_STUDIES / "sweep.yml", kit), kit, 1.0, order_seed=seed)
 
 
 def quiet_progress() -> tuple[RichProgress, io.StringIO]:
@@ -42,7 +42,7 @@ def make_runner(the_plan, kit, results, experiment, max_failures=None):
 
 def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     order = [run.run_id for run in the_plan.runs]
 
     # First start: the first run completes, Ctrl-C arrives during the second.
@@ -51,7 +51,7 @@ def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
     with pytest.raises(KeyboardInterrupt):
         runner.run()
     assert first.calls == order[:2]
-    record = load_record(results / "smoke")
+    record = load_record(results / "sweep")
     assert [r["status"] for r in record["runs"]] == ["complete", "incomplete", "not run", "not run"]
     assert record["runs"][1]["attempts"][0]["status"] == "interrupted"
     assert record["order_seed"] == 3
@@ -63,8 +63,8 @@ def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
     outcome = runner.run()
     assert second.calls == order[1:]
     assert outcome.finished and outcome.complete == order
-    assert (results / "smoke" / "attempts" / f"{order[1]}-1").is_dir()
-    record = load_record(results / "smoke")
+    assert (results / "sweep" / "attempts" / f"{order[1]}-1").is_dir()
+    record = load_record(results / "sweep")
     assert [r["status"] for r in record["runs"]] == ["complete"] * 4
     second_run = record["runs"][1]
     assert [a["status"] for a in second_run["attempts"]] == ["interrupted", "complete"]
@@ -83,7 +83,7 @@ def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
 
 def test_an_incomplete_run_is_repeated_and_kept(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     target = the_plan.runs[2].run_id
     experiment = FakeExperiment(
         results, lambda run, call: "incomplete" if run.run_id == target else "complete"
@@ -92,7 +92,7 @@ def test_an_incomplete_run_is_repeated_and_kept(tmp_path, kit):
     outcome = runner.run()
     assert outcome.failed == [target] and not outcome.finished and not outcome.stopped_early
     assert "the drain timed out" in out.getvalue()
-    record = load_record(results / "smoke")
+    record = load_record(results / "sweep")
     entry = next(r for r in record["runs"] if r["run_id"] == target)
     assert entry["status"] == "incomplete"
     assert entry["attempts"][0]["reasons"] == ["the drain timed out"]
@@ -101,13 +101,13 @@ def test_an_incomplete_run_is_repeated_and_kept(tmp_path, kit):
     runner, _ = make_runner(the_plan, kit, results, again)
     assert runner.run().finished
     assert again.calls == [target]
-    moved = results / "smoke" / "attempts" / f"{target}-1"
+    moved = results / "sweep" / "attempts" / f"{target}-1"
     assert json.loads((moved / "run.json").read_text())["status"] == "incomplete"
 
 
 def test_failures_are_recorded_and_the_study_stops_at_the_limit(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     outcomes = {1: "nothing", 2: "complete", 3: "raise", 4: "complete"}
     experiment = FakeExperiment(results, lambda run, call: outcomes[call])
     runner, out = make_runner(the_plan, kit, results, experiment, max_failures=2)
@@ -115,7 +115,7 @@ def test_failures_are_recorded_and_the_study_stops_at_the_limit(tmp_path, kit):
     assert outcome.stopped_early
     assert experiment.calls == [run.run_id for run in the_plan.runs[:3]]
     assert len(outcome.failed) == 2 and outcome.not_run == [the_plan.runs[3].run_id]
-    record = load_record(results / "smoke")
+    record = load_record(results / "sweep")
     first, _, third, fourth = record["runs"]
     assert first["attempts"][0]["status"] == "failed"
     assert first["attempts"][0]["rc"] == 2
@@ -128,7 +128,7 @@ def test_failures_are_recorded_and_the_study_stops_at_the_limit(tmp_path, kit):
 
 def test_failures_below_the_limit_do_not_stop_the_study(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     experiment = FakeExperiment(results, lambda run, call: "nothing" if call < 3 else "complete")
     runner, _ = make_runner(the_plan, kit, results, experiment, max_failures=3)
     outcome = runner.run()
@@ -138,7 +138,7 @@ def test_failures_below_the_limit_do_not_stop_the_study(tmp_path, kit):
 
 def test_a_complete_run_of_other_settings_is_refused_before_any_run(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     other = the_plan.runs[1]
     (results / other.run_id).mkdir(parents=True)
     record = {
@@ -234,10 +234,10 @@ def test_command_refuses_a_bad_spec_before_any_run(tmp_path, kit, capsys):
 def test_command_dry_run_lists_the_runs_and_writes_nothing(tmp_path, kit, capsys):
     results = tmp_path / "results"
     experiment = FakeExperiment(results)
-    smoke = str(STUDIES / "smoke.yml")
-    assert cli.main([smoke, "--results", str(results), "--dry-run"], kit, experiment) == 0
+    sweep = str(TEST_STUDIES / "sweep.yml")
+    assert cli.main([sweep, "--results", str(results), "--dry-run"], kit, experiment) == 0
     printed = capsys.readouterr().out
-    assert "study smoke" in printed and ": 4 runs" in printed
+    assert "study sweep" in printed and ": 4 runs" in printed
     assert "inventory: inventory/local (ansible.cfg's)" in printed
     assert printed.count(", ~") == 4 and "to run: 4 of 4, estimated" in printed
     assert experiment.calls == [] and not results.exists()
@@ -246,21 +246,21 @@ def test_command_dry_run_lists_the_runs_and_writes_nothing(tmp_path, kit, capsys
 def test_command_runs_the_study_and_reports(tmp_path, kit, capsys):
     results = tmp_path / "results"
     experiment = FakeExperiment(results)
-    smoke = str(STUDIES / "smoke.yml")
-    assert cli.main([smoke, "--results", str(results)], kit, experiment) == 0
+    sweep = str(TEST_STUDIES / "sweep.yml")
+    assert cli.main([sweep, "--results", str(results)], kit, experiment) == 0
     assert len(experiment.calls) == 4
     assert "wrote" in capsys.readouterr().out
-    record = load_record(results / "smoke")
+    record = load_record(results / "sweep")
     seed = record["order_seed"]
     assert isinstance(seed, int)
-    assert (results / "smoke" / "report.md").is_file()
+    assert (results / "sweep" / "report.md").is_file()
     # A second start keeps the recorded order seed and has nothing to run.
     again = FakeExperiment(results)
-    assert cli.main([smoke, "--results", str(results), "--dry-run"], kit, again) == 0
+    assert cli.main([sweep, "--results", str(results), "--dry-run"], kit, again) == 0
     printed = capsys.readouterr().out
     assert f"seed {seed} (recorded when the study first started)" in printed
     assert printed.count("complete, skipped") == 4
-    assert cli.main([smoke, "-i", str(tmp_path / "nowhere")], kit, again) == 2
+    assert cli.main([sweep, "-i", str(tmp_path / "nowhere")], kit, again) == 2
     assert "no such inventory" in capsys.readouterr().err
 
 
@@ -291,7 +291,7 @@ def test_ansible_experiment_runs_the_playbook_with_the_runs_settings(tmp_path, k
         {"event": "playbook_on_task_start", "event_data": {"task": "Drain"}},
     )
     seen = fake_ansible_run(monkeypatch, Result, events)
-    run = smoke_plan(kit).runs[0]
+    run = sweep_plan(kit).runs[0]
     phases = []
     experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs")
     result = experiment(run, run.extravars("/results"), phases.append)
@@ -328,7 +328,7 @@ def test_settings_the_kit_derives_from_0_are_no_conflict(tmp_path, kit):
 
 def test_asked_to_stop_the_study_ends_after_the_run_under_way(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     switch = StopSwitch(out=io.StringIO())
     experiment = FakeExperiment(results)
 
@@ -345,7 +345,7 @@ def test_asked_to_stop_the_study_ends_after_the_run_under_way(tmp_path, kit):
     assert experiment.calls == [the_plan.runs[0].run_id]
     assert outcome.stopped_by_request and not outcome.finished and not outcome.failed
     assert outcome.complete == [the_plan.runs[0].run_id]
-    assert [r["status"] for r in load_record(results / "smoke")["runs"]] == [
+    assert [r["status"] for r in load_record(results / "sweep")["runs"]] == [
         "complete",
         *["not run"] * 3,
     ]
@@ -375,7 +375,7 @@ def test_a_cancelled_playbook_is_an_interrupted_run_with_its_log(tmp_path, kit, 
 
     seen = fake_ansible_run(monkeypatch, CancelledResult)
     switch = StopSwitch(out=io.StringIO())
-    run = smoke_plan(kit).runs[0]
+    run = sweep_plan(kit).runs[0]
     experiment = ansible.AnsibleExperiment(kit, None, tmp_path / "logs", switch)
     with pytest.raises(Cancelled, match="cancelled") as raised:
         experiment(run, run.extravars("/results"), lambda phase: None)
@@ -390,10 +390,10 @@ def test_a_cancelled_playbook_is_an_interrupted_run_with_its_log(tmp_path, kit, 
         raise Cancelled("the playbook was cancelled", str(log))
 
     progress, _ = quiet_progress()
-    runner = StudyRunner(smoke_plan(kit), kit, results, cancelled, progress)
+    runner = StudyRunner(sweep_plan(kit), kit, results, cancelled, progress)
     with pytest.raises(KeyboardInterrupt):
         runner.run()
-    (attempt,) = load_record(results / "smoke")["runs"][0]["attempts"]
+    (attempt,) = load_record(results / "sweep")["runs"][0]["attempts"]
     assert attempt["status"] == "interrupted" and attempt["log"] == str(log)
 
 
@@ -408,7 +408,7 @@ def test_the_study_handles_signals_only_while_its_runs_go():
 
 def test_the_report_sets_the_study_time_against_the_producing_time(tmp_path, kit):
     results = tmp_path / "results"
-    the_plan = smoke_plan(kit)
+    the_plan = sweep_plan(kit)
     now = [0.0]
     experiment = FakeExperiment(results)
 
