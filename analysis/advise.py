@@ -28,7 +28,7 @@ from typing import Any
 
 from analysis import compare
 from analysis.io import RUN_JSON, InputError, read_optional_json, read_run
-from analysis.report import write_atomic, write_json
+from analysis.report import NO_RECOVERY, write_atomic, write_json
 
 CHECKPOINTS_FILE = "engine/flink-checkpoints.json"
 # A study's directory (results/<study>/) lists its runs here; the run directories are its siblings.
@@ -159,7 +159,7 @@ class IntervalResult:
     runs: list[str]
     duplicate_rate: float | None
     recovery_s: float | None
-    never_recovered: int
+    without_recovery: int
     latency_p99_ms: float | None
     checkpoint_cost_s: float | None
     utilisation: float
@@ -236,13 +236,13 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def _best_interval(results: Sequence[IntervalResult]) -> float | None:
     """Lowest duplicate rate and recovery time (sum of the two ranks; a group with a run that
-    never recovered ranks last on recovery) among the groups with acceptable latency; ties go to
+    shows no recovery ranks last on recovery) among the groups with acceptable latency; ties go to
     the lower duplicate rate, then the shorter interval."""
     candidates = [r for r in results if r.acceptable_latency]
     if not candidates:
         return None
     duplicate_ranks = _rank([r.duplicate_rate for r in candidates])
-    recovery_ranks = _rank([None if r.never_recovered else r.recovery_s for r in candidates])
+    recovery_ranks = _rank([None if r.without_recovery else r.recovery_s for r in candidates])
     best = min(
         range(len(candidates)),
         key=lambda i: (
@@ -334,7 +334,7 @@ def _measured_intervals(
                 runs=[r.run_id for r in runs],
                 duplicate_rate=_mean([r.value(metric["duplicate_rate"]) for r in runs]),
                 recovery_s=_mean([r.value(metric["recovery_s"]) for r in runs]),
-                never_recovered=sum(r.never_recovered() for r in runs),
+                without_recovery=sum(r.shows_no_recovery() for r in runs),
                 latency_p99_ms=p99,
                 checkpoint_cost_s=statistics.fmean(mine) if mine else None,
                 utilisation=utilisation(interval, cost_s, mtbf_s),
@@ -393,8 +393,8 @@ def markdown(advice: Advice, heading_level: int = 1) -> str:
         ]
         for result in advice.measured:
             recovery = _seconds(result.recovery_s)
-            if result.never_recovered:
-                recovery += f" ({result.never_recovered} never)"
+            if result.without_recovery:
+                recovery += f" ({result.without_recovery} {NO_RECOVERY})"
             p99 = "–" if result.latency_p99_ms is None else f"{result.latency_p99_ms:.0f} ms"
             mark = " **best**" if result.interval_s == advice.best_measured_s else ""
             lines.append(

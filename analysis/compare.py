@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
 
 from analysis.io import InputError, read_optional_json  # noqa: E402
-from analysis.report import write_atomic  # noqa: E402
+from analysis.report import NO_RECOVERY, write_atomic  # noqa: E402
 
 SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
@@ -48,7 +48,7 @@ DPI = 110
 
 
 def _worst(summary: dict[str, Any], key: str) -> float | None:
-    """The largest value of a per-fault figure; None without faults or if one never recovered."""
+    """The largest value of a per-fault figure; None without faults or if one shows no recovery."""
     values = [fault.get(key) for fault in summary.get("faults") or []]
     if not values or any(value is None for value in values):
         return None
@@ -128,7 +128,7 @@ class Run:
             return None
         return float(value)
 
-    def never_recovered(self) -> bool:
+    def shows_no_recovery(self) -> bool:
         return any(f.get("recovery_s") is None for f in self.summary.get("faults") or [])
 
     @cached_property
@@ -280,8 +280,10 @@ def markdown_table(groups: Sequence[Group]) -> str:
         "",
         *([f"**{warning}**", ""] if warning else []),
         "One row per run; after each group of repetitions (same engine, fault schedule and "
-        "parameters) its mean ± sample standard deviation. Recovery shows `never` for a run "
-        "with a fault it never recovered from (left out of the mean). `overloaded` is the "
+        "parameters) its mean ± sample standard deviation. Recovery shows "
+        f"`{NO_RECOVERY}` for a run with a fault after which the messages it produced never "
+        "gave 5 s of on-time delivery (the run is too short to show a recovery; left out of "
+        "the mean). `overloaded` is the "
         "collector's verdict on the backlog between the warm-up and the first fault "
         "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
         "out of its group's mean; `unknown` means too few lag samples in that window to tell.",
@@ -294,8 +296,10 @@ def markdown_table(groups: Sequence[Group]) -> str:
             cells = []
             for metric in metrics:
                 value = run.value(metric)
-                never = metric.key == "recovery_s" and value is None and run.never_recovered()
-                cells.append("never" if never else _format(metric, value))
+                no_recovery = (
+                    metric.key == "recovery_s" and value is None and run.shows_no_recovery()
+                )
+                cells.append(NO_RECOVERY if no_recovery else _format(metric, value))
             lines.append(
                 f"| {group.label} | {run.run_id} | {run.overload_text()} | "
                 + " | ".join(cells)

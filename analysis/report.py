@@ -87,8 +87,14 @@ def number(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def seconds(value: float | None) -> str:
-    return "never" if value is None else f"{value:.3f} s"
+# A fault's recovery_s is null when no acknowledged message produced after the fault opened 5 s
+# of on-time delivery before producing ended (docs/metrics.md): the run does not show a
+# recovery, which is not evidence that the engine would never have recovered.
+NO_RECOVERY = "not in run"
+
+
+def seconds(value: float | None, missing: str = "–") -> str:
+    return missing if value is None else f"{value:.3f} s"
 
 
 def offset_s(time_ms: int | None, origin_ms: int | None) -> str:
@@ -129,8 +135,8 @@ def _fault_rows(s: dict[str, Any]) -> list[list[str]]:
                 f"{fault.get('fault')} {fault.get('host') or ''}".strip(),
                 offset_s(fault["start_ms"], origin),
                 offset_s(fault.get("end_ms"), origin),
-                seconds(fault["stall_s"]),
-                seconds(fault["recovery_s"]),
+                seconds(fault["stall_s"], "none"),
+                seconds(fault["recovery_s"], NO_RECOVERY),
                 f"{fault['threshold_ms']} ms",
                 number(fault["baseline_p99_ms"]),
                 count(fault["baseline_messages"]),
@@ -435,7 +441,8 @@ def headline(summary: dict[str, Any]) -> str:
                 f"fault {number_}",
                 f"{fault.get('fault')} {fault.get('host') or ''} at "
                 f"{offset_s(fault['start_ms'], s.get('first_intended_ms'))}: "
-                f"stall {seconds(fault['stall_s'])}, recovery {seconds(fault['recovery_s'])} "
+                f"stall {seconds(fault['stall_s'], 'none')}, "
+                f"recovery {seconds(fault['recovery_s'], NO_RECOVERY)} "
                 f"(threshold {fault['threshold_ms']} ms, baseline {fault['baseline_messages']} "
                 "messages)",
             )

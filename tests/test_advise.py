@@ -153,7 +153,7 @@ def test_advice_from_measured_runs(tmp_path):
     assert by_interval[30.0].recovery_s == pytest.approx(11.0)
     assert by_interval[30.0].latency_p99_ms == pytest.approx(400)
     assert by_interval[30.0].checkpoint_cost_s == pytest.approx(0.85)
-    assert by_interval[300.0].never_recovered == 1
+    assert by_interval[300.0].without_recovery == 1
     assert by_interval[300.0].checkpoint_cost_s == pytest.approx(0.8)
     assert not by_interval[5.0].acceptable_latency  # p99 1500 ms > 1000 ms
     # 5 s has the lowest duplicates and recovery but too much latency; 300 s never recovered.

@@ -16,11 +16,15 @@ def test_one_line_per_group_mean_in_aligned_columns(tmp_path):
         + "storm storm_message_timeout_s=10,run,r2,1,0.001,0.1826,3446.0,12179.0,12.34\n"
         + "storm storm_message_timeout_s=10,run,r3,1,0.0,0.1,3446.0,12179.0,13.0\n"
         + "storm storm_message_timeout_s=10,mean,,2,0.0005,0.1413,3446.0,12179.0,12.67\n"
+        # Its only run overloaded: no run counted, no mean (not "no recovery").
+        + "storm storm_message_timeout_s=20,run,r4,1,0.0,0.15,10950.0,19000.0,\n"
+        + "storm storm_message_timeout_s=20,mean,,0,,,,,\n"
     )
     lines = comparison_table(csv).splitlines()
     assert lines == [
         "group                             n  loss %  dup %  p50 ms  p99 ms  recovery s",
         "-" * 78,
-        "flink checkpoint_interval_s=2     1    0.00   1.26    7189   16771       never",
+        "flink checkpoint_interval_s=2     1    0.00   1.26    7189   16771  not in run",
         "storm storm_message_timeout_s=10  2    0.05  14.13    3446   12179        12.7",
+        "storm storm_message_timeout_s=20  0       –      –       –       –           –",
     ]

@@ -12,7 +12,7 @@ from typing import Any
 
 from analysis import advise, compare
 from analysis.io import InputError, read_optional_json
-from analysis.report import write_atomic, write_json
+from analysis.report import NO_RECOVERY, write_atomic, write_json
 from analysis.study.plan import Plan
 from analysis.study.runner import COMPLETE, StudyOutcome, load_record
 
@@ -47,8 +47,9 @@ def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
             _number(row["duplicate_rate"], 100, 2),
             _number(row["latency_p50_ms"]),
             _number(row["latency_p99_ms"]),
-            # compare leaves a run that never recovered out of the mean: blank when none did.
-            _number(row["recovery_s"], digits=1, blank="never"),
+            # compare leaves a run without a recovery out of the mean: blank when no counted run
+            # showed one; with no run counted (all overloaded), every mean is blank.
+            _number(row["recovery_s"], digits=1, blank=NO_RECOVERY if int(row["n"]) else "–"),
         )
         for row in means
     ]
