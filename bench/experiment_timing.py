@@ -52,13 +52,15 @@ def produce_alone(count: int, rate: float) -> dict:
     return json.loads(on_driver(f"cat {work}/produced.summary.json && rm -rf {shlex.quote(work)}"))
 
 
-def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float, Path]:
+def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float, Path, str]:
+    """Wall seconds, the run's directory, and how the machine's CPU time went meanwhile."""
     run_id = f"bench-{engine}-{uuid.uuid4().hex[:8]}"
     extravars = {"engine": engine, "count": count, "rate": rate, "run_id": run_id}
+    before = lab_playbooks.read_cpu_ticks()
     wall, _ = lab_playbooks.run(
         ("experiment.yml",), extravars | {"experiment_results_dir": str(results)}
     )
-    return wall, results / run_id
+    return wall, results / run_id, lab_playbooks.cpu_use(before, lab_playbooks.read_cpu_ticks())
 
 
 def percentile(sorted_values: list[int], q: float) -> float:
@@ -106,7 +108,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as results:
         for engine in ("flink", "storm"):
-            wall, run = experiment(engine, args.count, args.rate, Path(results))
+            wall, run, cpu = experiment(engine, args.count, args.rate, Path(results))
             produced = json.loads((run / "produced.summary.json").read_text())
             received = json.loads((run / "received.summary.json").read_text())
             producing_s = (produced["end_ms"] - produced["start_ms"]) / 1000
@@ -118,6 +120,7 @@ def main() -> None:
                 f"end-to-end latency p50 {percentile(latency, 0.50):.0f} ms, "
                 f"p99 {percentile(latency, 0.99):.0f} ms"
             )
+            print(f"         while experiment.yml ran, {cpu}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,19 @@ from pathlib import Path
 import ansible_runner
 
 REPO = Path(__file__).resolve().parents[1]
+# The test hosts' tooling: how the machine's CPU time went, read as `make test` reads it.
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+from cpu_time import cpu_shares, cpu_use, read_cpu_ticks  # noqa: E402
+
+__all__ = [
+    "INVENTORY",
+    "REPO",
+    "cpu_shares",
+    "cpu_use",
+    "flink_tls_internal",
+    "read_cpu_ticks",
+    "run",
+]
 INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # ansible-runner starts ansible-playbook by name: take the one next to this interpreter.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 
 import lab_playbooks
-
-# The suite's runner reads the machine's CPU time; the bench reads it the same way.
-sys.path.insert(0, str(lab_playbooks.REPO / "tests"))
-from run_suite import cpu_shares, read_cpu_ticks  # noqa: E402
+from lab_playbooks import cpu_shares, read_cpu_ticks
 
 CONFIRMED = {"confirm": "yes"}
 

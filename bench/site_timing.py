@@ -47,9 +47,10 @@ def fresh_hosts(count: int) -> float:
 
 def site(
     cache_dir: str | None = None, playbooks: tuple[str, ...] = ("site.yml",)
-) -> tuple[float, float, dict[str, int]]:
+) -> tuple[float, float, dict[str, int], str]:
     """Run site.yml (or these playbooks in one run); return wall seconds, seconds spent in
-    downloads, changed count per host."""
+    downloads, changed count per host, and the busy share of the machine's CPU time meanwhile
+    (the test hosts share its cores)."""
     download_s = 0.0
 
     def on_event(event: dict) -> bool:
@@ -62,9 +63,12 @@ def site(
         return True  # keep the event, so the run's stats are recorded
 
     envvars = {"STREAMLAB_CACHE_DIR": cache_dir} if cache_dir else {}
+    before = lab_playbooks.read_cpu_ticks()
     wall, stats = lab_playbooks.run(playbooks, envvars=envvars, event_handler=on_event)
+    shares = lab_playbooks.cpu_shares(before, lab_playbooks.read_cpu_ticks())
+    busy = f"CPU busy {shares['busy']:.0%}" if shares else "CPU busy not measured"
     changed = {host: stats.get("changed", {}).get(host, 0) for host in stats["processed"]}
-    return wall, download_s, changed
+    return wall, download_s, changed, busy
 
 
 def java_rss_kib(pids: list[str]) -> int:
@@ -122,11 +126,13 @@ def main() -> None:
             shutil.rmtree(systemd_host.CACHE_DIR)
     first_lab_wall = fresh_hosts(args.hosts)
     with tempfile.TemporaryDirectory() as cold_cache:
-        cold_wall, cold_download, _ = site(cold_cache)
+        cold_wall, cold_download, _, cold_busy = site(cold_cache)
     second_lab_wall = fresh_hosts(args.hosts)
-    first_wall, warm_download, _ = site()
-    again_wall, _, changed = site()
-    zk_kafka_wall, _, zk_kafka_changed = site(playbooks=("zookeeper.yml", "kafka.yml"))
+    first_wall, warm_download, _, first_busy = site()
+    again_wall, _, changed, again_busy = site()
+    zk_kafka_wall, _, zk_kafka_changed, zk_kafka_busy = site(
+        playbooks=("zookeeper.yml", "kafka.yml")
+    )
 
     rss = lab_daemon_rss_mib(args.hosts)
     per_host = ", ".join(f"{host} {mib:.0f}" for host, mib in rss.items())
@@ -136,12 +142,21 @@ def main() -> None:
         f"file system {rootfs}), again {second_lab_wall:.1f} s (cached)"
     )
     print(f"site.yml on {args.hosts} fresh test hosts ({os.cpu_count()} cores)")
-    print(f"  cold cache: artifact download {cold_download:7.1f} s (whole run {cold_wall:.1f} s)")
-    print(f"  warm cache: first run         {first_wall:7.1f} s (downloads {warm_download:.1f} s)")
-    print(f"  idempotent re-run             {again_wall:7.1f} s, changed per host: {changed}")
     print(
-        f"  ZooKeeper + Kafka re-run      {zk_kafka_wall:7.1f} s (zookeeper.yml, kafka.yml), "
-        f"changed per host: {zk_kafka_changed}"
+        f"  cold cache: artifact download {cold_download:7.1f} s (whole run {cold_wall:.1f} s, "
+        f"{cold_busy})"
+    )
+    print(
+        f"  warm cache: first run         {first_wall:7.1f} s (downloads {warm_download:.1f} s, "
+        f"{first_busy})"
+    )
+    print(
+        f"  idempotent re-run             {again_wall:7.1f} s ({again_busy}), changed per host: "
+        f"{changed}"
+    )
+    print(
+        f"  ZooKeeper + Kafka re-run      {zk_kafka_wall:7.1f} s (zookeeper.yml, kafka.yml, "
+        f"{zk_kafka_busy}), changed per host: {zk_kafka_changed}"
     )
     print(f"  daemon RSS at rest            {sum(rss.values()):7.0f} MiB ({per_host})")
 
