@@ -203,12 +203,15 @@ def as_conditions(when) -> list:
     return [] if when is None else list(when) if isinstance(when, list) else [when]
 
 
-def carried(inherited: dict, include: dict) -> dict:
-    """What an include_tasks task passes on to the tasks it includes: its vars over those it
-    inherited (an inner include's win over an outer one's), its when after theirs."""
+def carried(inherited: dict, task: dict, *, own_vars_win: bool) -> dict:
+    """A task's vars and when, with what the include_tasks around it passed on: its when after
+    theirs; its own vars over the inherited ones where own_vars_win (an include_tasks: an inner
+    include's win over an outer one's), under them otherwise (a task reached through
+    include_tasks: Ansible's include parameters win over task vars)."""
+    own, outer = task.get("vars", {}), inherited.get("vars", {})
     return {
-        "vars": {**inherited.get("vars", {}), **include.get("vars", {})},
-        "when": inherited.get("when", []) + as_conditions(include.get("when")),
+        "vars": {**outer, **own} if own_vars_win else {**own, **outer},
+        "when": inherited.get("when", []) + as_conditions(task.get("when")),
     }
 
 
@@ -225,7 +228,7 @@ def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
         if nested is not None:
             assert isinstance(nested, str) and "{{" not in nested, task
             assert "loop" not in task, f"a looped include_tasks is not followed: {task}"
-            found += service_includes(role, nested, carried(inherited, task))
+            found += service_includes(role, nested, carried(inherited, task, own_vars_win=True))
             continue
         include = task.get("ansible.builtin.include_role") or task.get("include_role")
         # Only the main entry point runs a daemon (fail_with_log, operate and the rest do not).
@@ -234,12 +237,10 @@ def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
             and include.get("name") == "service"
             and include.get("tasks_from", "main") == "main"
         ):
-            # The include's vars win over the included task's own.
             found.append(
                 {
                     **{k: task[k] for k in ("name", "loop", "loop_control") if k in task},
-                    **carried(inherited, task),
-                    "vars": {**task.get("vars", {}), **inherited.get("vars", {})},
+                    **carried(inherited, task, own_vars_win=False),
                 }
             )
     return found
