@@ -282,8 +282,8 @@ def markdown_table(groups: Sequence[Group]) -> str:
         "One row per run; after each group of repetitions (same engine, fault schedule and "
         "parameters) its mean ± sample standard deviation. Recovery shows "
         f"`{NO_RECOVERY}` for a run with a fault after which the messages it produced never "
-        "gave 5 s of on-time delivery (the run is too short to show a recovery; left out of "
-        "the mean). `overloaded` is the "
+        "gave 5 s of on-time delivery: the run does not show a recovery, which does not say "
+        "the engine would never have recovered (left out of the mean). `overloaded` is the "
         "collector's verdict on the backlog between the warm-up and the first fault "
         "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
         "out of its group's mean; `unknown` means too few lag samples in that window to tell.",
