@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
-# make demo: the smoke study (studies/smoke.yml: 4 short runs, results/smoke/); DEMO_STUDY changes it.
+# make demo: the smoke study (studies/smoke.yml: 2 short runs, results/smoke/); DEMO_STUDY changes it.
 DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 

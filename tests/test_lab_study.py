@@ -1,9 +1,9 @@
-"""tests/studies/lab-study.yml on the test hosts (studies/smoke.yml with one setting per engine:
-2 engines x 1 fault, once): stopped after its first run, started again, it runs only what is
-missing and ends with one report over both runs. Its runs are real experiments with a fault
-(the suite's only experiments with a scheduled one): each is checked with tests/fault_checks.py
-(a killed TaskManager for Flink, a killed worker for Storm). A supervisor killed mid-run is the
-Storm fault of `make bench-faults`."""
+"""tests/studies/lab-study.yml on the test hosts (studies/smoke.yml's shape at the lab tests'
+rate: 2 engines x 1 setting x 1 fault, once): stopped after its first run, started again, it
+runs only what is missing and ends with one report over both runs. Its runs are real
+experiments with a fault (the suite's only experiments with a scheduled one): each is checked
+with tests/fault_checks.py (a killed TaskManager for Flink, a killed worker for Storm). A
+supervisor killed mid-run is the Storm fault of `make bench-faults`."""
 
 from __future__ import annotations
 

@@ -203,32 +203,30 @@ def as_conditions(when) -> list:
     return [] if when is None else list(when) if isinstance(when, list) else [when]
 
 
-def carried(inherited: dict, task: dict, *, own_vars_win: bool) -> dict:
-    """A task's vars and when, with what the include_tasks around it passed on: its when after
-    theirs; its own vars over the inherited ones where own_vars_win (an include_tasks: an inner
-    include's win over an outer one's), under them otherwise (a task reached through
-    include_tasks: Ansible's include parameters win over task vars)."""
-    own, outer = task.get("vars", {}), inherited.get("vars", {})
+def carried(inherited: dict, include: dict) -> dict:
+    """An include's vars and when, with what the include_tasks around it passed on: its when
+    after theirs, its vars over theirs. Both include_tasks and include_role are includes, whose
+    vars Ansible gathers from the outermost in (Task.get_include_params, ansible-core 2.19), so
+    the innermost include's win."""
     return {
-        "vars": {**outer, **own} if own_vars_win else {**own, **outer},
-        "when": inherited.get("when", []) + as_conditions(task.get("when")),
+        "vars": {**inherited.get("vars", {}), **include.get("vars", {})},
+        "when": inherited.get("when", []) + as_conditions(include.get("when")),
     }
 
 
 def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
     """The service role's include_role tasks in roles/<role>/tasks/<file>, through include_tasks.
 
-    A task reached through include_tasks gets the include's vars over its own (Ansible's include
-    parameters win over task vars; an inner include's over an outer one's) and the include's when
-    before its own. Vars and conditions of a block are not carried (no role's service include
-    sits in one)."""
+    An include_role reached through include_tasks gets the include_tasks' vars under its own (the
+    innermost include's win: carried) and its when before its own. Vars and conditions of a
+    block are not carried (no role's service include sits in one)."""
     found = []
     for task in walk_tasks(yaml.safe_load((ROLES / role / "tasks" / file).read_text())):
         nested = next((task[key] for key in INCLUDE_TASKS if key in task), None)
         if nested is not None:
             assert isinstance(nested, str) and "{{" not in nested, task
             assert "loop" not in task, f"a looped include_tasks is not followed: {task}"
-            found += service_includes(role, nested, carried(inherited, task, own_vars_win=True))
+            found += service_includes(role, nested, carried(inherited, task))
             continue
         include = task.get("ansible.builtin.include_role") or task.get("include_role")
         # Only the main entry point runs a daemon (fail_with_log, operate and the rest do not).
@@ -240,7 +238,7 @@ def service_includes(role: str, file: str, inherited: dict) -> list[dict]:
             found.append(
                 {
                     **{k: task[k] for k in ("name", "loop", "loop_control") if k in task},
-                    **carried(inherited, task, own_vars_win=False),
+                    **carried(inherited, task),
                 }
             )
     return found

@@ -48,8 +48,13 @@ def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
             _number(row["latency_p50_ms"]),
             _number(row["latency_p99_ms"]),
             # compare leaves a run without a recovery out of the mean: blank when no counted run
-            # showed one; with no run counted (all overloaded), every mean is blank.
-            _number(row["recovery_s"], digits=1, blank=NO_RECOVERY if int(row["n"]) else "–"),
+            # showed one. Blank too, and no recovery to show, with no run counted (all
+            # overloaded: every mean is blank) or no fault.
+            _number(
+                row["recovery_s"],
+                digits=1,
+                blank=NO_RECOVERY if int(row["n"]) and row.get("fault") != "none" else "–",
+            ),
         )
         for row in means
     ]
