@@ -56,11 +56,10 @@ def experiment(engine: str, count: int, rate: int, results: Path) -> tuple[float
     """Wall seconds, the run's directory, and how the machine's CPU time went meanwhile."""
     run_id = f"bench-{engine}-{uuid.uuid4().hex[:8]}"
     extravars = {"engine": engine, "count": count, "rate": rate, "run_id": run_id}
-    before = lab_playbooks.read_cpu_ticks()
-    wall, _ = lab_playbooks.run(
+    wall, _, shares = lab_playbooks.run(
         ("experiment.yml",), extravars | {"experiment_results_dir": str(results)}
     )
-    return wall, results / run_id, lab_playbooks.cpu_use(before, lab_playbooks.read_cpu_ticks())
+    return wall, results / run_id, lab_playbooks.shares_in_words(shares)
 
 
 def percentile(sorted_values: list[int], q: float) -> float:

@@ -11,23 +11,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import ansible_runner
 
 REPO = Path(__file__).resolve().parents[1]
 # The test hosts' tooling: how the machine's CPU time went, read as `make test` reads it.
 sys.path.insert(0, str(REPO / "tests" / "lab"))
-from cpu_time import cpu_shares, cpu_use, read_cpu_ticks  # noqa: E402
+from cpu_time import cpu_shares, read_cpu_ticks, shares_in_words  # noqa: E402
 
-__all__ = [
-    "INVENTORY",
-    "REPO",
-    "cpu_shares",
-    "cpu_use",
-    "flink_tls_internal",
-    "read_cpu_ticks",
-    "run",
-]
+__all__ = ["INVENTORY", "REPO", "Played", "flink_tls_internal", "run", "shares_in_words"]
 INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # ansible-runner starts ansible-playbook by name: take the one next to this interpreter.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -48,13 +41,22 @@ def flink_tls_internal() -> bool:
     return any(bool(variables.get("flink_tls_internal")) for variables in hostvars.values())
 
 
+class Played(NamedTuple):
+    """A timed playbook run: wall seconds, Ansible's stats, and the shares of the machine's CPU
+    time that were busy, idle and stolen meanwhile (cpu_time.cpu_shares; None where unread)."""
+
+    wall_s: float
+    stats: dict
+    cpu_shares: dict[str, float] | None
+
+
 def run(
     playbooks: tuple[str, ...],
     extravars: dict | None = None,
     envvars: dict[str, str] | None = None,
     event_handler: Callable[[dict], bool] | None = None,
-) -> tuple[float, dict]:
-    """Run playbooks/<name>... in one ansible-playbook run; return wall seconds and the stats.
+) -> Played:
+    """Run playbooks/<name>... in one ansible-playbook run, timed (Played).
 
     Exits with the tail of Ansible's output when the run fails.
     """
@@ -66,6 +68,7 @@ def run(
                 for name in playbooks
             )
         )
+        ticks_before = read_cpu_ticks()
         started = time.monotonic()
         result = ansible_runner.run(
             private_data_dir=private,
@@ -78,9 +81,10 @@ def run(
             quiet=True,
         )
         wall = time.monotonic() - started
+        shares = cpu_shares(ticks_before, read_cpu_ticks())
         if result.rc != 0:
             sys.exit(
                 f"{' '.join(playbooks)} {extravars or ''} failed (rc={result.rc}):\n"
                 f"{result.stdout.read()[-4000:]}"
             )
-        return wall, result.stats
+        return Played(wall, result.stats, shares)

@@ -15,7 +15,6 @@ import argparse
 import statistics
 
 import lab_playbooks
-from lab_playbooks import cpu_shares, read_cpu_ticks
 
 CONFIRMED = {"confirm": "yes"}
 
@@ -24,10 +23,9 @@ def timed(
     playbooks: tuple[str, ...], extravars: dict | None = None
 ) -> tuple[float, int, float | None]:
     """Wall seconds, changed tasks, and the busy share of the machine's CPU time meanwhile."""
-    before = read_cpu_ticks()
-    wall, stats = lab_playbooks.run(playbooks, extravars=extravars)
-    shares = cpu_shares(before, read_cpu_ticks())
-    return wall, sum(stats.get("changed", {}).values()), shares and shares["busy"]
+    played = lab_playbooks.run(playbooks, extravars=extravars)
+    busy = played.cpu_shares and played.cpu_shares["busy"]
+    return played.wall_s, sum(played.stats.get("changed", {}).values()), busy
 
 
 def spread(values: list[float]) -> str:

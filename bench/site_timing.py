@@ -63,9 +63,7 @@ def site(
         return True  # keep the event, so the run's stats are recorded
 
     envvars = {"STREAMLAB_CACHE_DIR": cache_dir} if cache_dir else {}
-    before = lab_playbooks.read_cpu_ticks()
-    wall, stats = lab_playbooks.run(playbooks, envvars=envvars, event_handler=on_event)
-    shares = lab_playbooks.cpu_shares(before, lab_playbooks.read_cpu_ticks())
+    wall, stats, shares = lab_playbooks.run(playbooks, envvars=envvars, event_handler=on_event)
     busy = f"CPU busy {shares['busy']:.0%}" if shares else "CPU busy not measured"
     changed = {host: stats.get("changed", {}).get(host, 0) for host in stats["processed"]}
     return wall, download_s, changed, busy

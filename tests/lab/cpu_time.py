@@ -46,7 +46,11 @@ def cpu_shares(before: dict[str, int], after: dict[str, int]) -> dict[str, float
 
 def cpu_use(before: dict[str, int], after: dict[str, int]) -> str:
     """How the machine's CPU time went between two readings, in words (cpu_shares)."""
-    shares = cpu_shares(before, after)
+    return shares_in_words(cpu_shares(before, after))
+
+
+def shares_in_words(shares: dict[str, float] | None) -> str:
+    """cpu_shares' result as the runner and the benches print it."""
     if shares is None:
         return "the machine's CPU time: not measured (no /proc/stat, or no time between readings)"
     return (
