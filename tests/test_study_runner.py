@@ -71,6 +71,8 @@ def test_interrupted_study_resumes_with_only_the_missing_runs(tmp_path, kit):
     assert second_run["attempts"][1]["moved_aside"].endswith(f"attempts/{order[1]}-1")
     assert record["runs"][0]["attempts"][0]["status"] == "complete"
     assert second.extravars[0]["results_dir"] == str(results)
+    # Each experiment leaves its analysis to the study's report, which runs one for all.
+    assert {extravars["analyze_on"] for extravars in second.extravars} == {"none"}
     printed = out.getvalue()
     assert "3 of 4 runs to do (1 already complete)" in printed
     assert f"[4/4] {order[3]} complete" in printed
@@ -419,10 +421,27 @@ def test_the_report_sets_the_study_time_against_the_producing_time(tmp_path, kit
     progress, _ = quiet_progress()
     runner = StudyRunner(the_plan, kit, results, run_for_100_s, progress, clock=lambda: now[0])
     outcome = runner.run()
-    text = write_report(the_plan, results, outcome, lambda run_dirs: None).read_text()
+    analysed = []
+
+    def summarize_in_12_s(run_dirs):  # the runs' experiments did not summarise them
+        analysed.extend(run_dirs)
+        for run_dir in run_dirs:
+            (run_dir / "kept.json").rename(run_dir / "summary.json")
+        now[0] += 12
+
+    for run_id in outcome.complete:
+        (results / run_id / "summary.json").rename(results / run_id / "kept.json")
+    text = write_report(
+        the_plan, results, outcome, summarize_in_12_s, clock=lambda: now[0]
+    ).read_text()
+    assert len(analysed) == 4
     sending_s = the_plan.runs[0].parameters["count"] / the_plan.runs[0].parameters["rate"]
     assert "## Time" in text
     assert "4 attempt(s) took 6.7 min of wall time in all" in text
     assert f"producers sent for {4 * sending_s / 60:.1f} min" in text
     assert f"producing was {100 * sending_s / 100:.0f} % of the study's time" in text
     assert f"was {100 - sending_s:.0f} to {100 - sending_s:.0f} s" in text
+    assert (
+        "The analysis of 4 run(s) ran after the last run, in one local Spark application, and "
+        "took 12 s of wall time besides." in text
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,11 @@ def comparison_table(comparison_csv: Path) -> str:
 
 
 def spark_summarize(run_dirs: Sequence[Path]) -> None:
-    """Summarise runs that have no summary.json yet (the experiment's own analysis did not run
-    or failed), in one local Spark session."""
+    """Summarise runs that have no summary.json yet, in one local Spark session: every run of
+    the study (its experiments run with analyze_on=none), or runs whose analysis failed."""
     from analysis import session, summarize
 
+    print(f"analysing {len(run_dirs)} run(s) in one local Spark application", flush=True)
     spark = session.build()
     try:
         for run_dir in run_dirs:
@@ -139,9 +141,21 @@ def _producing_s(run_dir: Path) -> float | None:
         return None
 
 
-def _time_section(plan: Plan, results_dir: Path) -> list[str]:
+def _analysis_text(summarised: int, analysis_s: float) -> str:
+    if not summarised:
+        return ""
+    return (
+        f" The analysis of {summarised} run(s) ran after the last run, in one local Spark "
+        f"application, and took {analysis_s:.0f} s of wall time besides."
+    )
+
+
+def _time_section(
+    plan: Plan, results_dir: Path, summarised: int = 0, analysis_s: float = 0.0
+) -> list[str]:
     """The study's own cost: the wall time of every attempt (what the runner spent, on the
-    control node's monotonic clock) against the time the producers sent."""
+    control node's monotonic clock) against the time the producers sent, and the one analysis
+    of the runs at the end."""
     record = load_record(results_dir / plan.study) or {}
     attempts = [a for entry in record.get("runs") or [] for a in entry.get("attempts") or []]
     walls = [float(a["wall_s"]) for a in attempts if isinstance(a.get("wall_s"), int | float)]
@@ -163,12 +177,12 @@ def _time_section(plan: Plan, results_dir: Path) -> list[str]:
         "",
         f"{len(walls)} attempt(s) took {total_wall / 60:.1f} min of wall time in all (each "
         "from the playbook's start to its end: checks, topics, job submission, producing, "
-        "drain, recording, recovery, the run's own analysis). The producers sent for "
+        "drain, recording, recovery). The producers sent for "
         f"{total_sent / 60:.1f} min of it ({len(known)} complete runs), so producing was "
         f"{100 * total_sent / total_wall:.0f} % of the study's time. Per complete run, the time "
         f"around producing was {overheads[0]:.0f} to {overheads[-1]:.0f} s (median "
-        f"{overheads[len(overheads) // 2]:.0f} s). Not counted: this report, and any time "
-        "between starts of a resumed study.",
+        f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(summarised, analysis_s)} "
+        "Not counted: the rest of this report, and any time between starts of a resumed study.",
         "",
     ]
 
@@ -194,16 +208,20 @@ def write_report(
     results_dir: Path,
     outcome: StudyOutcome,
     summarize_runs: SummarizeRuns = spark_summarize,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Path | None:
     """compare, advice and report.md into results/<study>/; None when no run is complete and
-    summarised. Complete runs without summary.json are summarised first."""
+    summarised. Complete runs without summary.json (all of them when the study's experiments
+    did not analyse their runs) are summarised first, together."""
     study_dir = results_dir / plan.study
     run_dirs = [results_dir / run_id for run_id in outcome.complete]
     if not run_dirs:
         return None
     missing = [run_dir for run_dir in run_dirs if not (run_dir / SUMMARY).is_file()]
+    analysis_started = clock()
     if missing:
         summarize_runs(missing)
+    analysis_s = clock() - analysis_started
     unsummarised = [run_dir for run_dir in missing if not (run_dir / SUMMARY).is_file()]
     run_dirs = [run_dir for run_dir in run_dirs if run_dir not in unsummarised]
     if not run_dirs:
@@ -240,7 +258,7 @@ def write_report(
         ),
         comparison,
         *advice_lines,
-        *_time_section(plan, results_dir),
+        *_time_section(plan, results_dir, len(missing) - len(unsummarised), analysis_s),
     ]
     path = study_dir / REPORT
     write_atomic(path, "\n".join(lines).rstrip() + "\n")
