@@ -7,7 +7,8 @@ BIN      := $(VENV)/bin
 PY       := $(BIN)/python
 # Tools the venv installs (ansible-lint calls ansible-* by name) come first on PATH.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-# The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback).
+# The PyPI `ansible` bundle whose collections match requirements.yml (offline fallback: only the
+# collections requirements.yml names are taken from it, tools/collections_from_bundle.py).
 ANSIBLE_BUNDLE := 12.3.0
 INVENTORY ?= inventory/local
 # make demo: the smoke study (studies/smoke.yml: 2 short runs, results/smoke/); DEMO_STUDY changes it.
@@ -27,7 +28,7 @@ $(VENV)/.installed: pyproject.toml
 
 .collections/.installed: requirements.yml $(VENV)/.installed
 	$(BIN)/ansible-galaxy collection install -r requirements.yml -p .collections --timeout 20 \
-	  || $(BIN)/pip install --quiet --no-deps ansible==$(ANSIBLE_BUNDLE)
+	  || $(PY) tools/collections_from_bundle.py --bundle $(ANSIBLE_BUNDLE)
 	mkdir -p .collections && touch $@
 
 # One line per phase, check and change on the terminal; the full output in logs/ (BRIEF= for all of it).
