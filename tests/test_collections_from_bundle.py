@@ -91,11 +91,39 @@ def test_a_version_the_bundle_does_not_ship_changes_nothing(tmp_path, capsys):
     assert not dest.exists()  # community.general, whose version matched, was not taken either
 
 
+def test_a_refusal_leaves_the_installed_collections_as_they_were(tmp_path, capsys):
+    pins = requirements(
+        tmp_path / "requirements.yml", {"community.general": "11.4.2", "ansible.posix": "2.1.0"}
+    )
+    dest = tmp_path / ".collections"
+    installed = dest / "ansible_collections" / "community" / "general" / "MANIFEST.json"
+    installed.parent.mkdir(parents=True)
+    installed.write_text('{"collection_info": {"version": "11.4.2"}}')
+    only_general = fake_bundle(
+        tmp_path / "ansible-12.3.0-py3-none-any.whl", {"community.general": "11.4.2"}
+    )
+    arguments = ["--bundle", "12.3.0", "--requirements", str(pins), "--dest", str(dest)]
+    assert bundle_tool.main([*arguments, "--wheel", str(only_general)]) == 1
+    assert "the bundle ships no ansible.posix: choose an ANSIBLE_BUNDLE" in capsys.readouterr().err
+    assert bundle_tool.main([*arguments, "--wheel", str(tmp_path / "absent.whl")]) == 1
+    error = capsys.readouterr().err
+    assert "absent.whl: not a readable wheel" in error and "pip cache remove ansible" in error
+    assert sorted(p.name for p in dest.rglob("*")) == [
+        "MANIFEST.json",
+        "ansible_collections",
+        "community",
+        "general",
+    ]
+    assert installed.read_text() == '{"collection_info": {"version": "11.4.2"}}'
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("collections: []\n", "no `collections:` list"),
-        ("collections:\n  - name: community.general\n", "pins no `version:`"),
+        ("collections:\n  - name: community.general\n", "pins None; the bundle is matched"),
+        ("collections:\n  - name: ansible.posix\n    version: 2.1\n", "give `version: X.Y.Z`"),
+        ("collections:\n  - name: ansible.posix\n    version: '>=2.0'\n", "an exact version"),
         (
             "collections:\n  - name: general\n    version: 1.0.0\n",
             "no `name: namespace.collection`",

@@ -14,9 +14,10 @@ from study_fixtures import STUDIES, TEST_STUDIES, FakeExperiment, fake_kit
 
 from analysis.study import __main__ as cli
 from analysis.study import ansible, plan, spec
+from analysis.study import report as study_report
 from analysis.study.interrupt import Cancelled, StopSwitch
 from analysis.study.progress import RichProgress, duration_text
-from analysis.study.report import write_report
+from analysis.study.report import ReportError, write_report
 from analysis.study.runner import Forecast, StudyError, StudyRunner, load_record
 
 
@@ -442,6 +443,64 @@ def test_the_report_sets_the_study_time_against_the_producing_time(tmp_path, kit
     assert f"producing was {100 * sending_s / 100:.0f} % of the study's time" in text
     assert f"was {100 - sending_s:.0f} to {100 - sending_s:.0f} s" in text
     assert (
-        "The analysis of 4 run(s) ran after the last run, in one local Spark application, and "
-        "took 12 s of wall time besides." in text
+        "After the last run, 4 run(s) without a summary.json were analysed in one local Spark "
+        "application (4 summarised), in 12 s of wall time besides." in text
     )
+
+
+def test_a_report_whose_runs_cannot_be_summarised_says_so_and_what_to_do(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = sweep_plan(kit)
+    progress, _ = quiet_progress()
+    outcome = StudyRunner(the_plan, kit, results, FakeExperiment(results), progress).run()
+    for run_id in outcome.complete:
+        (results / run_id / "summary.json").unlink()
+    with pytest.raises(ReportError) as refused:
+        write_report(the_plan, results, outcome, lambda run_dirs: None)
+    assert "4 complete run(s), none could be summarised" in str(refused.value)
+    assert "python -m analysis summarize" in str(refused.value)
+    assert not (results / "sweep" / "report.md").exists()
+
+
+def test_spark_summarize_names_a_run_that_fails_and_summarises_the_others(
+    tmp_path, monkeypatch, capsys
+):
+    from analysis import session, summarize
+
+    class FakeSpark:
+        stopped = False
+
+        def stop(self):
+            FakeSpark.stopped = True
+
+    def fake_summarize(spark, run_dir):
+        if run_dir.name == "bad":
+            raise RuntimeError("Py4JJavaError: out of memory")
+        (run_dir / "summary.json").write_text("{}")
+        return {"run_id": run_dir.name}
+
+    monkeypatch.setattr(session, "build", lambda: FakeSpark())
+    monkeypatch.setattr(summarize, "summarize", fake_summarize)
+    monkeypatch.setattr(study_report, "headline", lambda summary: f"headline {summary['run_id']}")
+    run_dirs = [tmp_path / name for name in ("a", "bad", "b")]
+    for run_dir in run_dirs:
+        run_dir.mkdir()
+    study_report.spark_summarize(run_dirs)
+    printed = capsys.readouterr()
+    assert f"cannot summarise {tmp_path / 'bad'}: Py4JJavaError: out of memory" in printed.err
+    assert "a:\nheadline a" in printed.out and "b:\nheadline b" in printed.out
+    assert [(d / "summary.json").exists() for d in run_dirs] == [True, False, True]
+    assert FakeSpark.stopped
+
+
+def test_the_study_lock_is_held_from_the_runs_through_the_report(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = sweep_plan(kit)
+    progress, _ = quiet_progress()
+    first = StudyRunner(the_plan, kit, results, FakeExperiment(results), progress)
+    second = StudyRunner(the_plan, kit, results, FakeExperiment(results), progress)
+    with first.locked():
+        first.run()  # takes no second lock of its own
+        with pytest.raises(StudyError, match="another streamlab-study is running sweep"):
+            second.run()
+    second.run()  # free again

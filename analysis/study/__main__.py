@@ -22,6 +22,7 @@ from analysis.study.runner import (
     LOGS_DIR,
     RunExperiment,
     StudyError,
+    StudyOutcome,
     StudyRunner,
     load_record,
     run_status,
@@ -176,8 +177,11 @@ def main(
     try:
         if args.dry_run:
             return dry_run(plan, runner, seed_note, inventory_text)
-        with switch.installed():
-            outcome = runner.run()
+        # One start at a time, from the first run through the report (and its analysis).
+        with runner.locked():
+            with switch.installed():
+                outcome = runner.run()
+            return _finish(plan, runner, results_dir, outcome)
     except StudyError as problem:
         return error(str(problem))
     except KeyboardInterrupt:
@@ -187,10 +191,23 @@ def main(
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+
+
+# Where a study stops before its report, its complete runs have no summary.json yet.
+UNSUMMARISED = (
+    "The complete runs are summarised when the study writes its report (or run `python -m "
+    "analysis summarize` on them)."
+)
+
+
+def _finish(
+    plan: plan_module.Plan, runner: StudyRunner, results_dir: Path, outcome: StudyOutcome
+) -> int:
+    """After the runs: the report, or why there is none."""
     if outcome.stopped_by_request:
         print(
             f"{PROG}: stopped as asked; {len(outcome.complete)} of {len(plan.runs)} runs "
-            "complete. Start it again to run the rest.",
+            f"complete. Start it again to run the rest. {UNSUMMARISED}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -198,14 +215,18 @@ def main(
         print(
             f"{PROG}: stopped after {len(outcome.failed)} runs that are not complete "
             f"(the limit); {len(outcome.complete)} of {len(plan.runs)} complete. See "
-            f"{runner.study_dir / 'study.json'} and logs/; start it again to resume.",
+            f"{runner.study_dir / 'study.json'} and logs/; start it again to resume. "
+            f"{UNSUMMARISED}",
             file=sys.stderr,
         )
         return EXIT_RUNS
-    from analysis.study.report import write_report
+    from analysis.study.report import ReportError, write_report
 
     try:
         report = write_report(plan, results_dir, outcome)
+    except ReportError as problem:
+        print(f"{PROG}: no report: {problem}", file=sys.stderr)
+        return EXIT_RUNS
     except KeyboardInterrupt:
         print(
             f"{PROG}: interrupted while writing the report; every run is kept: start the "

@@ -29,8 +29,8 @@ DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offs
 # those): the playbook's checks, the job build cache, topics, submission, readiness probe,
 # evidence, stopping the job and the recovery step. The smoke study's runs on the test hosts
 # (2026-11-24, 20 s of messages) took 96 to 134 s of that (Flink 96-108 s, Storm 123-134 s), each
-# with its own PySpark summary then (about 30 s, now one analysis of all runs at the end, which
-# this figure stands for too); measured runs of the study replace it as it goes.
+# with its own PySpark summary then (about 30 s; studies now analyse their runs together after
+# the last one, which no estimate counts); measured runs of the study replace it as it goes.
 RUN_OVERHEAD_S = 115.0
 RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from analysis import advise, compare
 from analysis.io import InputError, read_optional_json
-from analysis.report import NO_RECOVERY, write_atomic, write_json
+from analysis.report import NO_RECOVERY, headline, write_atomic, write_json
 from analysis.study.plan import Plan
 from analysis.study.runner import COMPLETE, StudyOutcome, load_record
 
@@ -75,19 +75,30 @@ def comparison_table(comparison_csv: Path) -> str:
     return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
 
 
+class ReportError(Exception):
+    """Complete runs, but none the report can compare: what went wrong and what to do."""
+
+
 def spark_summarize(run_dirs: Sequence[Path]) -> None:
-    """Summarise runs that have no summary.json yet, in one local Spark session: every run of
-    the study (its experiments run with analyze_on=none), or runs whose analysis failed."""
+    """Summarise runs that have no summary.json yet, in one local Spark session: every complete
+    run of the study (its experiments run with analyze_on=none). A run that cannot be summarised
+    is named with its error and left without summary.json; the others go on."""
     from analysis import session, summarize
 
     print(f"analysing {len(run_dirs)} run(s) in one local Spark application", flush=True)
-    spark = session.build()
+    try:
+        spark = session.build()
+    except Exception as error:  # no Java, no memory: every run stays unsummarised
+        print(f"cannot start Spark to summarise the runs: {error}", file=sys.stderr)
+        return
     try:
         for run_dir in run_dirs:
             try:
-                summarize.summarize(spark, run_dir)
-            except InputError as error:  # the report leaves the run out and says so
+                summary = summarize.summarize(spark, run_dir)
+            except Exception as error:  # the report leaves the run out and says so
                 print(f"cannot summarise {run_dir}: {error}", file=sys.stderr)
+                continue
+            print(f"{run_dir.name}:\n{headline(summary)}", flush=True)
     finally:
         spark.stop()
 
@@ -141,17 +152,18 @@ def _producing_s(run_dir: Path) -> float | None:
         return None
 
 
-def _analysis_text(summarised: int, analysis_s: float) -> str:
-    if not summarised:
+def _analysis_text(tried: int, summarised: int, analysis_s: float) -> str:
+    if not tried:
         return ""
     return (
-        f" The analysis of {summarised} run(s) ran after the last run, in one local Spark "
-        f"application, and took {analysis_s:.0f} s of wall time besides."
+        f" After the last run, {tried} run(s) without a summary.json were analysed in one local "
+        f"Spark application ({summarised} summarised), in {analysis_s:.0f} s of wall time "
+        "besides."
     )
 
 
 def _time_section(
-    plan: Plan, results_dir: Path, summarised: int = 0, analysis_s: float = 0.0
+    plan: Plan, results_dir: Path, tried: int, summarised: int, analysis_s: float
 ) -> list[str]:
     """The study's own cost: the wall time of every attempt (what the runner spent, on the
     control node's monotonic clock) against the time the producers sent, and the one analysis
@@ -181,8 +193,9 @@ def _time_section(
         f"{total_sent / 60:.1f} min of it ({len(known)} complete runs), so producing was "
         f"{100 * total_sent / total_wall:.0f} % of the study's time. Per complete run, the time "
         f"around producing was {overheads[0]:.0f} to {overheads[-1]:.0f} s (median "
-        f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(summarised, analysis_s)} "
-        "Not counted: the rest of this report, and any time between starts of a resumed study.",
+        f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(tried, summarised, analysis_s)}"
+        " Not counted: the rest of this report, and for a resumed study, the time between its "
+        "starts and the analysis and report of earlier starts.",
         "",
     ]
 
@@ -210,9 +223,9 @@ def write_report(
     summarize_runs: SummarizeRuns = spark_summarize,
     clock: Callable[[], float] = time.monotonic,
 ) -> Path | None:
-    """compare, advice and report.md into results/<study>/; None when no run is complete and
-    summarised. Complete runs without summary.json (all of them when the study's experiments
-    did not analyse their runs) are summarised first, together."""
+    """compare, advice and report.md into results/<study>/; None when no run is complete.
+    Complete runs without summary.json (the study's experiments leave the analysis to it) are
+    summarised first, together. ReportError when none of the complete runs could be."""
     study_dir = results_dir / plan.study
     run_dirs = [results_dir / run_id for run_id in outcome.complete]
     if not run_dirs:
@@ -225,7 +238,11 @@ def write_report(
     unsummarised = [run_dir for run_dir in missing if not (run_dir / SUMMARY).is_file()]
     run_dirs = [run_dir for run_dir in run_dirs if run_dir not in unsummarised]
     if not run_dirs:
-        return None
+        raise ReportError(
+            f"{len(unsummarised)} complete run(s), none could be summarised (errors above): fix "
+            "the cause, or run `python -m analysis summarize` on them, then start the study "
+            "again to write its report"
+        )
     compare.compare(run_dirs, study_dir)
     comparison = (study_dir / "comparison.md").read_text(encoding="utf-8")
     comparison = comparison.replace("# Comparison", "## Comparison", 1).replace(
@@ -258,7 +275,9 @@ def write_report(
         ),
         comparison,
         *advice_lines,
-        *_time_section(plan, results_dir, len(missing) - len(unsummarised), analysis_s),
+        *_time_section(
+            plan, results_dir, len(missing), len(missing) - len(unsummarised), analysis_s
+        ),
     ]
     path = study_dir / REPORT
     write_atomic(path, "\n".join(lines).rstrip() + "\n")

@@ -193,6 +193,7 @@ class StudyRunner:
         self.stop_requested = stop_requested
         self.attempts: dict[str, list[Attempt]] = {}
         self.started_utc = _utc_now()
+        self._holding_lock = False
 
     # ------------------------------------------------------------ the record
 
@@ -255,7 +256,12 @@ class StudyRunner:
     # ------------------------------------------------------------ running
 
     @contextmanager
-    def _lock(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
+        """Hold the study's lock: one start of a study at a time, through its runs and its
+        report (the command holds it around both; run() takes it when not held yet)."""
+        if self._holding_lock:
+            yield
+            return
         self.study_dir.mkdir(parents=True, exist_ok=True)
         with (self.study_dir / LOCK_FILE).open("w") as handle:
             try:
@@ -265,7 +271,11 @@ class StudyRunner:
                     f"another streamlab-study is running {self.plan.study} "
                     f"({self.study_dir / LOCK_FILE} is locked): wait for it to end"
                 ) from None
-            yield
+            self._holding_lock = True
+            try:
+                yield
+            finally:
+                self._holding_lock = False
 
     def _move_aside(self, run_dir: Path) -> str:
         folder = self.study_dir / ATTEMPTS_DIR
@@ -341,7 +351,7 @@ class StudyRunner:
         )
 
     def run(self) -> StudyOutcome:
-        with self._lock():
+        with self.locked():
             earlier = self.load_record() or {}
             for entry in earlier.get("runs") or []:
                 self.attempts[entry["run_id"]] = [
