@@ -43,13 +43,18 @@ def requirements(path: Path, pins: dict[str, str]) -> Path:
     return path
 
 
-def test_only_the_required_collections_are_taken_at_their_pinned_versions(tmp_path):
+@pytest.fixture
+def pins(tmp_path: Path) -> Path:
+    """requirements.yml as the kit's: community.general 11.4.2 and ansible.posix 2.1.0."""
+    return requirements(
+        tmp_path / "requirements.yml", {"community.general": "11.4.2", "ansible.posix": "2.1.0"}
+    )
+
+
+def test_only_the_required_collections_are_taken_at_their_pinned_versions(tmp_path, pins):
     wheel = fake_bundle(
         tmp_path / "ansible-12.3.0-py3-none-any.whl",
         {"community.general": "11.4.2", "ansible.posix": "2.1.0", "cisco.ios": "9.0.0"},
-    )
-    pins = requirements(
-        tmp_path / "requirements.yml", {"community.general": "11.4.2", "ansible.posix": "2.1.0"}
     )
     dest = tmp_path / ".collections"
     stale = dest / "ansible_collections" / "community" / "general" / "stale.txt"
@@ -71,13 +76,10 @@ def test_only_the_required_collections_are_taken_at_their_pinned_versions(tmp_pa
     assert manifest["collection_info"]["version"] == "11.4.2"
 
 
-def test_a_version_the_bundle_does_not_ship_changes_nothing(tmp_path, capsys):
+def test_a_version_the_bundle_does_not_ship_changes_nothing(tmp_path, pins, capsys):
     wheel = fake_bundle(
         tmp_path / "ansible-12.3.0-py3-none-any.whl",
         {"community.general": "11.4.2", "ansible.posix": "2.0.0"},
-    )
-    pins = requirements(
-        tmp_path / "requirements.yml", {"community.general": "11.4.2", "ansible.posix": "2.1.0"}
     )
     dest = tmp_path / ".collections"
     code = bundle_tool.main(
@@ -91,10 +93,7 @@ def test_a_version_the_bundle_does_not_ship_changes_nothing(tmp_path, capsys):
     assert not dest.exists()  # community.general, whose version matched, was not taken either
 
 
-def test_a_refusal_leaves_the_installed_collections_as_they_were(tmp_path, capsys):
-    pins = requirements(
-        tmp_path / "requirements.yml", {"community.general": "11.4.2", "ansible.posix": "2.1.0"}
-    )
+def test_a_refusal_leaves_the_installed_collections_as_they_were(tmp_path, pins, capsys):
     dest = tmp_path / ".collections"
     installed = dest / "ansible_collections" / "community" / "general" / "MANIFEST.json"
     installed.parent.mkdir(parents=True)

@@ -147,6 +147,13 @@ def bundle_version(wheel: Path) -> str:
     return parts[1] if len(parts) > 2 else wheel.name
 
 
+def unreadable(wheel: Path, reason: str) -> BundleError:
+    return BundleError(
+        f"{wheel}: not a readable wheel ({reason}): give the bundle's .whl, or remove pip's "
+        "cached copy (`pip cache remove ansible`) and run it again"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", required=True, help="the `ansible` release on PyPI")
@@ -158,13 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         requirements = read_requirements(args.requirements)
         with tempfile.TemporaryDirectory() as download:
             wheel = args.wheel or download_bundle(args.bundle, Path(download))
+            if not wheel.is_file():
+                raise unreadable(wheel, "no such file")
             try:
                 installed = install(wheel, requirements, args.dest)
-            except (zipfile.BadZipFile, FileNotFoundError) as error:
-                raise BundleError(
-                    f"{wheel}: not a readable wheel ({error}): give the bundle's .whl, or "
-                    "remove pip's cached copy (`pip cache remove ansible`) and run it again"
-                ) from error
+            except zipfile.BadZipFile as error:
+                raise unreadable(wheel, str(error)) from error
             release = bundle_version(wheel)
     except BundleError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
