@@ -286,7 +286,8 @@ def markdown_table(groups: Sequence[Group]) -> str:
         "the engine would never have recovered (left out of the mean). `overloaded` is the "
         "collector's verdict on the backlog between the warm-up and the first fault "
         "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
-        "out of its group's mean; `unknown` means too few lag samples in that window to tell.",
+        "out of its group's mean; `unknown` (counted in the mean) means too few lag samples in "
+        "that window, or samples that scatter too much around the backlog's slope, to tell.",
         "",
         "| group | run | overloaded | " + " | ".join(m.label for m in metrics) + " |",
         "|---|---|---|" + "---|" * len(metrics),

@@ -7,9 +7,11 @@ integer-millisecond latencies, from which nearest-rank percentiles are exact.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from producer.idset import DENSE_LIMIT
@@ -116,27 +118,80 @@ def output_rate(times: ArrivalTimes, steady_start_ms: int | None) -> dict[str, A
     return rate
 
 
-def least_squares_slope(points: Sequence[tuple[float, float]]) -> float | None:
-    """Slope of the least-squares line through (x, y) points; None if x does not vary."""
+@dataclass(frozen=True)
+class LineFit:
+    """The least-squares line through n (x, y) points: its slope and the slope's standard
+    error (from the residuals, n - 2 degrees of freedom; 0 when the points lie on the line)."""
+
+    slope: float
+    standard_error: float
+    points: int
+
+    def interval(self) -> tuple[float, float]:
+        """The slope's 95 % confidence interval (two-sided, Student's t with n - 2 degrees of
+        freedom). It assumes independent scatter around the line, which lag samples only
+        approximate: the interval says how far the points' own scatter lets the slope move."""
+        margin = t_quantile_975(self.points - 2) * self.standard_error
+        return self.slope - margin, self.slope + margin
+
+
+def fit_line(points: Sequence[tuple[float, float]]) -> LineFit | None:
+    """Least-squares line through (x, y) points; None with fewer than 3 points (no scatter
+    to estimate) or if x does not vary."""
     n = len(points)
-    if n < 2:
+    if n < 3:
         return None
     mean_x = sum(x for x, _ in points) / n
     mean_y = sum(y for _, y in points) / n
     spread = sum((x - mean_x) ** 2 for x, _ in points)
     if spread == 0:
         return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    intercept = mean_y - slope * mean_x
+    residuals = sum((y - intercept - slope * x) ** 2 for x, y in points)
+    return LineFit(slope, math.sqrt(residuals / (n - 2) / spread), n)
+
+
+# Student's t, 97.5th percentile, by degrees of freedom (any table of the t distribution).
+# Between rows the next smaller tabulated degrees of freedom is used: a wider interval.
+_T_975 = {
+    **dict(
+        enumerate(
+            (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+            + (2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
+            + (2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+            start=1,
+        )
+    ),
+    40: 2.021,
+    60: 2.000,
+    120: 1.980,
+}
+_T_975_LIMIT = 1.960  # the normal distribution's, for very many samples
+
+
+def t_quantile_975(degrees_of_freedom: int) -> float:
+    if degrees_of_freedom < 1:
+        raise ValueError(f"Student's t needs 1 degree of freedom or more, not {degrees_of_freedom}")
+    if degrees_of_freedom > max(_T_975):
+        return _T_975_LIMIT
+    return _T_975[max(df for df in _T_975 if df <= degrees_of_freedom)]
 
 
 def overload(
     samples: Sequence[LagSample], window_ms: tuple[int, int] | None, rate: float | None
 ) -> dict[str, Any]:
     """Whether the job fell behind the input: the trend of input_end - result_end over the
-    lag samples inside the steady window [first intended + warm-up, producer end]."""
+    lag samples inside the steady window [first intended + warm-up, producer end].
+
+    True when the slope's 95 % interval lies above the threshold, False when it lies at or
+    below it, None when the interval straddles it (the samples scatter too much over this
+    window to tell) or when there are too few samples.
+    """
     figures: dict[str, Any] = {
         "overloaded": None,
         "backlog_slope_per_s": None,
+        "backlog_slope_ci95_per_s": None,
         "threshold_per_s": None,
         "backlog_first": None,
         "backlog_last": None,
@@ -164,21 +219,32 @@ def overload(
             f"[{start}, {end}], {MIN_OVERLOAD_SAMPLES} needed"
         )
         return figures
-    slope = least_squares_slope([((s.t_ms - start) / 1000, s.backlog) for s in inside])
-    if slope is None:
+    fit = fit_line([((s.t_ms - start) / 1000, s.backlog) for s in inside])
+    if fit is None:
         figures["reason"] = "the lag samples in the steady window share one time"
         return figures
     threshold = max(OVERLOAD_RATE_SHARE * rate, OVERLOAD_MIN_PER_S)
-    overloaded = slope > threshold
+    low, high = fit.interval()
+    overloaded = True if low > threshold else False if high <= threshold else None
+    trend = (
+        f"the backlog (input end - result end) {'grew' if fit.slope > 0 else 'changed'} "
+        f"{fit.slope:.1f} msg/s (95 % interval {low:.1f} to {high:.1f}) over {len(inside)} "
+        f"samples"
+    )
+    verdict = {
+        True: f"above the threshold {threshold:g} msg/s",
+        False: f"within the threshold {threshold:g} msg/s",
+        None: (
+            f"an interval that straddles the threshold {threshold:g} msg/s: the samples scatter "
+            "too much over this window to tell whether the job kept up"
+        ),
+    }[overloaded]
     figures |= {
         "overloaded": overloaded,
-        "backlog_slope_per_s": round(slope, 3),
+        "backlog_slope_per_s": round(fit.slope, 3),
+        "backlog_slope_ci95_per_s": [round(low, 3), round(high, 3)],
         "threshold_per_s": round(threshold, 3),
-        "reason": (
-            f"the backlog (input end - result end) {'grew' if slope > 0 else 'changed'} "
-            f"{slope:.1f} msg/s over {len(inside)} samples, "
-            f"{'above' if overloaded else 'within'} the threshold {threshold:g} msg/s"
-        ),
+        "reason": f"{trend}, {verdict}",
     }
     return figures
 

@@ -309,7 +309,16 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     assert latency["warmup_s"] == WARMUP_S
     assert 0 < latency["messages"] < COUNT
     assert 0 < latency["p50"] <= latency["p99"] <= latency["max"]
-    assert first["overload"]["overloaded"] in (True, False)
+    # Enough samples for a verdict, which follows the slope's 95 % interval: above the threshold
+    # is overloaded, at or below it is not, straddling it is undecided (None).
+    overload = first["overload"]
+    assert overload["samples"] >= 5, overload["reason"]
+    low, high = overload["backlog_slope_ci95_per_s"]
+    assert low <= overload["backlog_slope_per_s"] <= high
+    threshold = overload["threshold_per_s"]
+    assert overload["overloaded"] is (
+        True if low > threshold else False if high <= threshold else None
+    )
     assert first["send_lag_ms"]["p99"] >= 0
     # The instant was fixed (the lead ahead) only once the producer and the collector were ready.
     produced_summary = json.loads((out / "produced.summary.json").read_text())

@@ -11,13 +11,14 @@ import pytest
 from producer.lagsampler import LagSample
 from producer.steady import (
     ArrivalTimes,
+    fit_line,
     latency_figures,
     latency_histogram,
-    least_squares_slope,
     nearest_rank,
     output_rate,
     overload,
     steady_figures,
+    t_quantile_975,
 )
 
 T0 = 1_734_258_123_000  # intended_ms of message 1
@@ -118,11 +119,26 @@ def test_output_rate_counts_first_deliveries_from_the_steady_start():
     assert output_rate(ArrivalTimes(), None)["messages_per_s"] is None
 
 
-def test_least_squares_slope():
-    assert least_squares_slope([(0, 1), (1, 3), (2, 5), (3, 7)]) == pytest.approx(2.0)
-    assert least_squares_slope([(0, 10), (1, 12), (2, 9), (3, 11)]) == pytest.approx(0.0, abs=0.31)
-    assert least_squares_slope([(1, 1), (1, 2)]) is None
-    assert least_squares_slope([(1, 1)]) is None
+def test_fit_line_gives_the_slope_and_its_standard_error():
+    exact = fit_line([(0, 1), (1, 3), (2, 5), (3, 7)])
+    assert exact is not None
+    assert exact.slope == pytest.approx(2.0) and exact.standard_error == pytest.approx(0.0)
+    assert exact.interval() == pytest.approx((2.0, 2.0))
+    flat = fit_line([(0, 10), (1, 12), (2, 9), (3, 11)])
+    assert flat is not None and flat.slope == pytest.approx(0.0)
+    # Residuals -0.5, 1.5, -1.5, 0.5 around y = 10.5: s^2 = 5 / (4 - 2), spread of x 5.
+    assert flat.standard_error == pytest.approx((2.5 / 5) ** 0.5)
+    assert flat.interval() == pytest.approx((-4.303 * 0.5**0.5, 4.303 * 0.5**0.5))
+    assert fit_line([(1, 1), (1, 2), (1, 3)]) is None  # x does not vary
+    assert fit_line([(0, 1), (1, 2)]) is None  # two points leave no scatter to estimate
+
+
+def test_t_quantiles_step_down_to_the_normal_ones_and_never_narrow_between_rows():
+    assert t_quantile_975(1) == 12.706 and t_quantile_975(5) == 2.571
+    assert t_quantile_975(35) == t_quantile_975(30) == 2.042  # the wider of the two rows
+    assert t_quantile_975(100) == 2.000 and t_quantile_975(500) == 1.960
+    with pytest.raises(ValueError, match="1 degree of freedom or more, not 0"):
+        t_quantile_975(0)
 
 
 def samples(backlogs, t0=T0, step_ms=1000, lag=None):
@@ -153,7 +169,11 @@ def test_a_growing_backlog_flags_an_overloaded_job():
     )
     assert flagged["samples"] == 11 and flagged["window_ms"] == [T0, T0 + 10_000]
     assert flagged["lag_max"] == 3
-    assert "grew 500.0 msg/s over 11 samples, above the threshold 200 msg/s" in flagged["reason"]
+    assert flagged["backlog_slope_ci95_per_s"] == [500.0, 500.0]  # the samples lie on a line
+    assert flagged["reason"] == (
+        "the backlog (input end - result end) grew 500.0 msg/s (95 % interval 500.0 to 500.0) "
+        "over 11 samples, above the threshold 200 msg/s"
+    )
 
 
 def test_a_backlog_that_wobbles_is_not_overload_and_slow_rates_get_the_floor():
@@ -162,6 +182,42 @@ def test_a_backlog_that_wobbles_is_not_overload_and_slow_rates_get_the_floor():
     assert result["overloaded"] is False
     assert result["threshold_per_s"] == 10.0  # max(1 % of 300, 10)
     assert result["lag_max"] is None  # no committed offsets sampled
+
+
+def test_a_slope_over_the_threshold_within_the_samples_scatter_is_not_called_either_way():
+    """The Storm run of a `make demo` on 2026-11-29: 7 samples a second apart between the
+    warm-up and the fault, a backlog of 37, 0, 38, 0, 23, 152 and 47 (results written in
+    batches). Its slope, 11.0 msg/s, was over the 10 msg/s threshold and the run was flagged
+    overloaded; the slope's 95 % interval is about -14 to 36 msg/s."""
+    times_ms = (497, 1336, 2336, 3797, 4337, 5349, 6340)
+    backlogs = (37, 0, 38, 0, 23, 152, 47)
+    demo = [
+        LagSample(T0 + t, (0,), (10_000 + b,), (None,), (10_000,))
+        for t, b in zip(times_ms, backlogs, strict=True)
+    ]
+    verdict = overload(demo, (T0, T0 + 7000), rate=1000.0)
+    assert verdict["overloaded"] is None
+    assert verdict["backlog_slope_per_s"] == pytest.approx(10.992, abs=0.001)
+    low, high = verdict["backlog_slope_ci95_per_s"]
+    assert low < 0 < 10.0 < high
+    assert verdict["reason"].endswith(
+        "an interval that straddles the threshold 10 msg/s: the samples scatter too much over "
+        "this window to tell whether the job kept up"
+    )
+
+
+def test_a_real_overload_is_flagged_through_noise_and_a_steady_job_is_cleared_through_it():
+    """Backlogs scattered by +-150 records (batched results): growing 100 msg/s over 20 s is
+    flagged against a 20 msg/s threshold (2,000 msg/s in), flat ones are cleared."""
+    noise = random.Random(7)
+    growing = samples([100 * i + noise.randint(-150, 150) for i in range(21)])
+    flagged = overload(growing, (T0, T0 + 20_000), rate=2000.0)
+    assert flagged["overloaded"] is True, flagged["reason"]
+    assert flagged["backlog_slope_ci95_per_s"][0] > flagged["threshold_per_s"] == 20.0
+    flat = samples([200 + noise.randint(-150, 150) for _ in range(21)])
+    cleared = overload(flat, (T0, T0 + 20_000), rate=2000.0)
+    assert cleared["overloaded"] is False, cleared["reason"]
+    assert cleared["backlog_slope_ci95_per_s"][1] <= 20.0
 
 
 def test_samples_outside_the_window_and_failed_ones_do_not_count():
