@@ -19,6 +19,8 @@ TIMELINE_BEFORE_MS = 10_000
 TIMELINE_AFTER_MS = 120_000
 TIMELINE_LIMIT = 60
 TIME_KEYS = ("t_ms", "time_ms", "ts_ms", "timestamp_ms", "at_ms", "timestamp")
+# Root exceptions a JobManager keeps per job when web.exception-history-size is not set.
+FLINK_EXCEPTION_HISTORY_DEFAULT = 16
 
 
 def _number(value: Any) -> int | float | None:
@@ -62,6 +64,20 @@ def _on_driver_clock(host_ms: Any, offset: float) -> int | None:
     return round(value - offset)
 
 
+def exception_history_size(jobmanager_config: Any) -> int | None:
+    """web.exception-history-size as the JobManager reported it (/jobmanager/config, a list of
+    {"key", "value"}): Flink's default when it is not set, None without that document."""
+    if not isinstance(jobmanager_config, list):
+        return None
+    for entry in jobmanager_config:
+        if isinstance(entry, dict) and entry.get("key") == "web.exception-history-size":
+            try:
+                return int(entry.get("value"))
+            except (TypeError, ValueError):
+                return None
+    return FLINK_EXCEPTION_HISTORY_DEFAULT
+
+
 def flink_evidence(engine: Path) -> dict[str, Any] | None:
     checkpoints = read_optional_json(engine / "flink-checkpoints.json")
     config = read_optional_json(engine / "flink-checkpoint-config.json")
@@ -94,8 +110,15 @@ def flink_evidence(engine: Path) -> dict[str, Any] | None:
     if isinstance(exceptions, dict):
         entries = _dig(exceptions, "exceptionHistory", "entries")
         if isinstance(entries, list):
+            # A lower bound when the REST handler cut the list (Flink's own flag) or when the
+            # JobManager's history was full: it drops the oldest entries beyond its size.
+            size = exception_history_size(
+                read_optional_json(engine / "flink-jobmanager-config.json")
+            )
+            cut = bool(_dig(exceptions, "exceptionHistory", "truncated"))
             evidence["restarts"] = len(entries)
-            evidence["restarts_truncated"] = bool(_dig(exceptions, "exceptionHistory", "truncated"))
+            evidence["exception_history_size"] = size
+            evidence["restarts_truncated"] = cut or (size is not None and len(entries) >= size)
     if isinstance(job, dict):
         evidence["job_state"] = job.get("state")
     return evidence

@@ -207,7 +207,11 @@ def _engine_rows(evidence: dict[str, Any]) -> list[list[str]]:
                 ["Flink checkpoint interval", f"{interval} ms ({flink.get('checkpoint_mode')})"]
             )
         if "restarts" in flink:
-            more = " (history truncated)" if flink.get("restarts_truncated") else ""
+            more = (
+                " (at least: Flink's exception history was full or cut)"
+                if flink.get("restarts_truncated")
+                else ""
+            )
             rows.append(["Flink restarts (failures)", f"{flink['restarts']}{more}"])
     storm = evidence.get("storm")
     if storm:

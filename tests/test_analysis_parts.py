@@ -123,6 +123,7 @@ def test_flink_evidence_and_the_timeline_around_a_fault(tmp_path):
             "checkpoint_interval_ms": 5000,
             "checkpoint_mode": "at_least_once",
             "restarts": 1,
+            "exception_history_size": None,  # no /jobmanager/config kept
             "restarts_truncated": False,
             "job_state": "RUNNING",
         }
@@ -137,6 +138,37 @@ def test_flink_evidence_and_the_timeline_around_a_fault(tmp_path):
     assert timeline["events"][3]["event"] == "checkpoint 9 FAILED (900 ms)"
     assert timeline["events"][0]["offset_s"] == 0.06
     assert timeline["lag"] == {"samples": 2, "lag_before": 5, "max_lag": 900, "max_backlog": 950}
+
+
+@pytest.mark.parametrize(
+    ("entries", "jobmanager_config", "cut", "size", "truncated"),
+    [
+        # The CI run of 2026-11-29: 16 failed restarts filled Flink's default history.
+        (16, [{"key": "jobmanager.rpc.port", "value": "6123"}], False, 16, True),
+        (15, [], False, 16, False),
+        (10, [{"key": "web.exception-history-size", "value": "256"}], False, 256, False),
+        (256, [{"key": "web.exception-history-size", "value": "256"}], False, 256, True),
+        # The REST handler's own cut (maxExceptions) is flagged whatever the size.
+        (20, [{"key": "web.exception-history-size", "value": "256"}], True, 256, True),
+        # Without the JobManager's word the size is unknown: only Flink's flag counts.
+        (16, None, False, None, False),
+        (3, [{"key": "web.exception-history-size", "value": "lots"}], False, None, False),
+    ],
+)
+def test_flink_restarts_are_a_lower_bound_when_the_exception_history_was_full(
+    tmp_path, entries, jobmanager_config, cut, size, truncated
+):
+    history = {"entries": [{"timestamp": B + i} for i in range(entries)], "truncated": cut}
+    files = {"flink-exceptions.json": {"exceptionHistory": history}}
+    if jobmanager_config is not None:
+        files["flink-jobmanager-config.json"] = jobmanager_config
+    write_engine(tmp_path, files)
+    flink = engine.flink_evidence(tmp_path / "engine")
+    assert flink == {
+        "restarts": entries,
+        "exception_history_size": size,
+        "restarts_truncated": truncated,
+    }
 
 
 def test_storm_evidence_and_no_engine_directory(tmp_path):
