@@ -169,6 +169,31 @@ def test_forecast_corrects_the_estimates_by_the_runs_so_far():
     assert forecast.remaining_s(current="b", current_elapsed_s=1000) == 300
     assert duration_text(3725) == "1h 02m" and duration_text(65) == "1m 05s"
     assert duration_text(9.4) == "9s"
+    with_analysis = Forecast({"a": 100.0}, analysis_s=39.0)
+    assert with_analysis.remaining_s() == 139
+    with_analysis.finished("a", 100.0)
+    assert with_analysis.remaining_s() == 39  # the analysis is still to come
+
+
+def test_the_forecast_counts_the_analysis_of_every_complete_run_without_a_summary(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = sweep_plan(kit)
+    first = FakeExperiment(results, lambda run, call: "complete" if call == 1 else "interrupt")
+    with pytest.raises(KeyboardInterrupt):
+        make_runner(the_plan, kit, results, first)[0].run()
+    runner, _ = make_runner(the_plan, kit, results, FakeExperiment(results))
+    todo = runner.check_existing()
+    assert len(todo) == 3
+    assert runner.forecast(todo).analysis_s == plan.analysis_estimate_s(3)
+    # The complete run lost its summary (an earlier start stopped before its report).
+    (results / the_plan.runs[0].run_id / "summary.json").unlink()
+    forecast = runner.forecast(todo)
+    assert forecast.analysis_s == plan.analysis_estimate_s(4)
+    assert forecast.remaining_s() == pytest.approx(
+        sum(forecast.estimates.values()) + forecast.analysis_s
+    )
+    assert plan.analysis_estimate_s(0) == 0.0
+    assert plan.analysis_estimate_s(2) == plan.ANALYSIS_START_S + 2 * plan.ANALYSIS_PER_RUN_S
 
 
 def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
@@ -243,6 +268,10 @@ def test_command_dry_run_lists_the_runs_and_writes_nothing(tmp_path, kit, capsys
     assert "study sweep" in printed and ": 4 runs" in printed
     assert "inventory: inventory/local (ansible.cfg's)" in printed
     assert printed.count(", ~") == 4 and "to run: 4 of 4, estimated" in printed
+    assert (
+        f"with the analysis after the last run (~{duration_text(plan.analysis_estimate_s(4))}"
+        in printed
+    )
     assert experiment.calls == [] and not results.exists()
 
 

@@ -114,7 +114,8 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
         print(f"  {position:>3}  {run.run_id.ljust(width)}  {note}")
     print(
         f"to run: {len(todo)} of {len(plan.runs)}, estimated "
-        f"{duration_text(forecast.remaining_s())} (at most {runner.max_failures} failures)"
+        f"{duration_text(forecast.remaining_s())} with the analysis after the last run "
+        f"(~{duration_text(forecast.analysis_s)}; at most {runner.max_failures} failures)"
     )
     return EXIT_OK
 

@@ -32,6 +32,12 @@ DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offs
 # with its own PySpark summary then (about 30 s; studies now analyse their runs together after
 # the last one, which no estimate counts); measured runs of the study replace it as it goes.
 RUN_OVERHEAD_S = 115.0
+# The analysis after the last run, one local Spark application over the complete runs without a
+# summary.json: Spark's start and a share per run. From the smoke study's 2 runs (25,000
+# messages each) on this machine, 2026-11-29: 34 s and 39 s summarised one at a time, 53 s
+# together, 43 to 59 s in three demos. Runs with many more messages take longer.
+ANALYSIS_START_S = 25.0
+ANALYSIS_PER_RUN_S = 14.0
 RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
@@ -260,6 +266,11 @@ def estimated_s(run: PlannedRun, kit: Kit, overhead_s: float = RUN_OVERHEAD_S) -
     commit = DRAIN_COMMIT_PARAMETER.get(run.engine)
     commit_s = float(setting(run, kit, commit) or 0) if commit else 0.0
     return produce_s(run, kit) + commit_s + float(setting(run, kit, "quiet_s")) + overhead_s
+
+
+def analysis_estimate_s(runs: int) -> float:
+    """Expected wall time of the analysis after the last run, for this many runs to summarise."""
+    return ANALYSIS_START_S + runs * ANALYSIS_PER_RUN_S if runs > 0 else 0.0
 
 
 def shuffled(runs: Sequence[PlannedRun], seed: int) -> list[PlannedRun]:

@@ -15,11 +15,10 @@ from analysis import advise, compare
 from analysis.io import InputError, read_optional_json
 from analysis.report import NO_RECOVERY, headline, write_atomic, write_json
 from analysis.study.plan import Plan
-from analysis.study.runner import COMPLETE, StudyOutcome, load_record
+from analysis.study.runner import COMPLETE, SUMMARY, StudyOutcome, load_record
 
 REPORT = "report.md"
 ADVICE_JSON = "advice.json"
-SUMMARY = "summary.json"
 
 SummarizeRuns = Callable[[Sequence[Path]], None]
 

@@ -27,12 +27,20 @@ from typing import Any, Protocol
 from analysis.advise import STUDY_RECORD
 from analysis.report import write_json
 from analysis.study.kit import Kit
-from analysis.study.plan import Plan, PlannedRun, estimated_s, overhead_from
+from analysis.study.plan import (
+    Plan,
+    PlannedRun,
+    analysis_estimate_s,
+    estimated_s,
+    overhead_from,
+)
 
 RUN_JSON = "run.json"
 ATTEMPTS_DIR = "attempts"
 LOGS_DIR = "logs"
 LOCK_FILE = ".lock"
+# What `python -m analysis summarize` writes into a run directory.
+SUMMARY = "summary.json"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
 FAILED = "failed"
@@ -89,10 +97,11 @@ class StudyOutcome:
 
 class Forecast:
     """Time left: the estimates of the runs not done, corrected by how the finished runs
-    compared with their estimates."""
+    compared with their estimates, and the analysis after the last run."""
 
-    def __init__(self, estimates: Mapping[str, float]) -> None:
+    def __init__(self, estimates: Mapping[str, float], analysis_s: float = 0.0) -> None:
         self.estimates = dict(estimates)
+        self.analysis_s = analysis_s
         self.actual: dict[str, float] = {}
 
     def finished(self, run_id: str, wall_s: float) -> None:
@@ -112,7 +121,7 @@ class Forecast:
                 continue
             expected = estimate * self.correction
             left += max(0.0, expected - current_elapsed_s) if run_id == current else expected
-        return left
+        return left + self.analysis_s
 
 
 class StudyProgress(Protocol):
@@ -341,13 +350,24 @@ class StudyRunner:
             if attempt.get("status") == COMPLETE
         }
         overhead = overhead_from(walls, self.plan, self.kit)
+        # The report summarises every complete run without a summary.json: those to run, and
+        # any an earlier start completed but did not get to.
+        planned = {run.run_id for run in todo}
+        unsummarised = [
+            run
+            for run in self.plan.runs
+            if run.run_id not in planned
+            and run_status(self.results_dir / run.run_id) == COMPLETE
+            and not (self.results_dir / run.run_id / SUMMARY).is_file()
+        ]
         return Forecast(
             {
                 run.run_id: estimated_s(run, self.kit)
                 if overhead is None
                 else estimated_s(run, self.kit, overhead)
                 for run in todo
-            }
+            },
+            analysis_estimate_s(len(todo) + len(unsummarised)),
         )
 
     def run(self) -> StudyOutcome:
