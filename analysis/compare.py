@@ -314,7 +314,9 @@ def markdown_table(groups: Sequence[Group]) -> str:
                 text += f" ± {_format(metric, spread)}"
             cells.append(text)
         left_out = len(group.runs) - len(group.counted)
+        unknown = sum(run.overloaded is None for run in group.counted)
         note = f", {left_out} overloaded left out" if left_out else ""
+        note += f", {unknown} with overload unknown counted" if unknown else ""
         lines.append(
             f"| **{group.label}** | **mean (n={len(group.counted)}{note})** | | "
             + " | ".join(cells)

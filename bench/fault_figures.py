@@ -15,7 +15,8 @@ summary (docs/metrics.md). Per run and per setting (mean, min-max over the repet
   noticed (unhealthy from);
 - overloaded before the fault: the kit's overload flag (producer/steady.py) over the lag samples
   from the end of the warm-up to the fault (the fault's own stall grows the backlog, so the
-  whole run says nothing about whether the lab kept up); an overloaded run is flagged.
+  whole run says nothing about whether the lab kept up); an overloaded run is flagged, and runs
+  the check could not judge are counted as unknown.
 
 `--from-results DIR` prints the same tables again from the runs already in DIR.
 Needs converged test hosts. Run as root from the repository: `make bench-faults` (or
@@ -230,6 +231,13 @@ def main() -> int:
     return 0
 
 
+def unknown_text(runs: list[FaultRun]) -> str:
+    """ ", k unknown" for the runs whose overload check could not tell (too few lag samples, or a
+    backlog slope whose interval straddles the threshold)."""
+    unknown = sum(r.overloaded is None for r in runs)
+    return f", {unknown} unknown" if unknown else ""
+
+
 def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
     print("\nmean (min-max) over the repetitions:")
     print(
@@ -250,7 +258,8 @@ def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
             f"| {spread([r.engine_recovery_s for r in runs])} "
             f"| {spread([r.checkpoint_age_s for r in runs])} "
             f"| {spread([r.spout_failed for r in runs])} "
-            f"| {sum(bool(r.overloaded) for r in runs)} of {len(runs)} |"
+            f"| {sum(r.overloaded is True for r in runs)} of {len(runs)}"
+            f"{unknown_text(runs)} |"
         )
 
 

@@ -380,7 +380,7 @@ def test_compare_flags_overloaded_runs_and_leaves_them_out_of_the_mean(tmp_path)
     assert group.mean(compare._metric("latency_p99_ms")) == 500.0
     table = (out / "comparison.md").read_text()
     assert "| f5-b | yes |" in table and "| f5-a | no |" in table and "| f5-c | unknown |" in table
-    assert "mean (n=2, 1 overloaded left out)" in table
+    assert "mean (n=2, 1 overloaded left out, 1 with overload unknown counted)" in table
     rows = list(csv.DictReader((out / "comparison.csv").open()))
     assert [r["overloaded"] for r in rows if r["kind"] == "run"] == ["false", "true", ""]
     assert next(r for r in rows if r["kind"] == "mean")["n"] == "2"

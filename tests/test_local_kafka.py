@@ -279,7 +279,11 @@ def test_probe_then_a_run_that_drains_through_the_collector(kafka_broker, tmp_pa
         summary["send_lag_ms"]
         == json.loads((tmp_path / "produced.summary.json").read_text())["send_lag_ms"]
     )
-    assert summary["overload"]["samples"] >= 5 and summary["overload"]["overloaded"] is False
+    # An echo job at this rate keeps up; over so short a window the verdict may be unknown
+    # (the backlog slope's interval straddling the threshold), but never overloaded.
+    overload = summary["overload"]
+    assert overload["samples"] >= 5 and overload["overloaded"] is not True, overload["reason"]
+    assert overload["backlog_slope_ci95_per_s"] is not None
 
 
 def test_a_producer_waits_connected_for_its_start_file_and_sends_from_that_instant(
