@@ -1,4 +1,4 @@
-"""Shared helpers: run playbooks through ansible-runner against the repository's inventories."""
+"""Shared helpers: run playbooks with ansible-playbook against the repository's inventories."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import ansible_runner
 import pytest
 import yaml
 
@@ -39,7 +39,7 @@ LOCAL_INVENTORY = REPO / "inventory" / "local"
 ARCHIVERS = frozenset(
     {"tar", "gtar", "bsdtar", "gzip", "gunzip", "zcat", "pigz", "xz", "bzip2", "unzip"}
 )
-# ansible-runner looks ansible-playbook up on PATH: use the one beside this interpreter.
+# Programs the tests start look ansible-playbook up on PATH: the one beside this interpreter.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
@@ -51,6 +51,29 @@ class PlaybookRun:
     output: str
 
 
+# A host's line of PLAY RECAP: `node1   : ok=372  changed=0    unreachable=0    failed=0 ...`.
+RECAP_LINE = re.compile(
+    r"^(?P<host>\S+)\s+: ok=\d+\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)\b",
+    re.MULTILINE,
+)
+
+
+def recap(output: str) -> tuple[dict[str, int], set[str]]:
+    """Changed tasks per host, and the hosts that failed or could not be reached, from the last
+    PLAY RECAP in a playbook's output (none when the playbook stopped before its first play)."""
+    _, found, tail = output.rpartition("PLAY RECAP")
+    if not found:
+        return {}, set()
+    changed: dict[str, int] = {}
+    failed: set[str] = set()
+    for line in RECAP_LINE.finditer(tail):
+        changed[line["host"]] = int(line["changed"])
+        if int(line["failed"]) or int(line["unreachable"]):
+            failed.add(line["host"])
+    return changed, failed
+
+
 def run_playbook(
     playbook: str,
     inventory: Path | str,
@@ -59,32 +82,59 @@ def run_playbook(
     limit: str | None = None,
     tmp_path: Path | None = None,
 ) -> PlaybookRun:
-    """Run playbooks/<playbook> with ansible-runner and return its exit code and stats."""
-    private = Path(tmp_path or "/tmp") / f"runner-{os.getpid()}-{playbook.replace('/', '_')}"
+    """Run playbooks/<playbook> with the ansible-playbook beside this interpreter; its exit code,
+    changed tasks per host and failed hosts (from PLAY RECAP), and its output (stdout and stderr
+    as one stream).
+
+    Not through ansible-runner, which the kit's studies use: its event callback serialises every
+    task's result and the runner writes each event to a file. On the converged test hosts on
+    2026-11-29, site.yml changing nothing took, through ansible-runner against directly, 131 s
+    against 108 s, 112 s against 105 s, and 155 s against 132 s (the control node's CPU time
+    103 s against 84 s), on this machine's 2 cores that the hosts share. The environment is the
+    one the runner gave: no host key checking, no retry files, unbuffered output.
+    """
+    private = Path(tmp_path or tempfile.gettempdir()) / (
+        f"playbook-{os.getpid()}-{threading.get_ident()}-{playbook.replace('/', '_')}"
+    )
     shutil.rmtree(private, ignore_errors=True)
     private.mkdir(parents=True)
-    result = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(REPO),
-        playbook=str(REPO / "playbooks" / playbook),
-        inventory=str(inventory),
-        extravars=extravars or {},
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-            **(envvars or {}),
-        },
-        limit=limit,
-        quiet=True,
-    )
-    output = result.stdout.read()
-    stats = result.stats or {}
-    failed = set(stats.get("failures", {})) | set(stats.get("dark", {}))
-    changed = {host: 0 for host in stats.get("processed", {})}
-    changed.update(stats.get("changed", {}))
-    shutil.rmtree(private, ignore_errors=True)
-    return PlaybookRun(result.rc, changed, failed, output)
+    command = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        *("-i", str(inventory)),
+        str(REPO / "playbooks" / playbook),
+    ]
+    if extravars:
+        extravars_file = private / "extravars.json"
+        extravars_file.write_text(json.dumps(extravars))
+        command += ["-e", f"@{extravars_file}"]
+    if limit:
+        command += ["--limit", limit]
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "PYTHONUNBUFFERED": "1",
+        **(envvars or {}),
+    }
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            check=False,
+        )
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    changed, failed = recap(done.stdout)
+    return PlaybookRun(done.returncode, changed, failed, done.stdout)
 
 
 class BackgroundPlaybook:
