@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -53,21 +52,29 @@ class PlaybookRun:
 
 # A host's line of PLAY RECAP: `node1   : ok=372  changed=0    unreachable=0    failed=0 ...`.
 RECAP_LINE = re.compile(
-    r"^(?P<host>\S+)\s+: ok=\d+\s+changed=(?P<changed>\d+)\s+"
-    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)\b",
-    re.MULTILINE,
+    r"(?P<host>\S+)\s+: ok=\d+\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)\b"
 )
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+# Numbers the output files run_playbook keeps in a test's tmp_path.
+_PLAYBOOK_RUNS = itertools.count(1)
 
 
-def recap(output: str) -> tuple[dict[str, int], set[str]]:
+def recap(output: str) -> tuple[dict[str, int], set[str]] | None:
     """Changed tasks per host, and the hosts that failed or could not be reached, from the last
-    PLAY RECAP in a playbook's output (none when the playbook stopped before its first play)."""
-    _, found, tail = output.rpartition("PLAY RECAP")
+    PLAY RECAP of the default callback's output; None when there is none (the playbook stopped
+    before its first play). A host line it cannot read fails the test rather than being left
+    out, which would make a check over every host's changes pass on nothing."""
+    _, found, tail = ANSI_COLOUR.sub("", output).rpartition("PLAY RECAP")
     if not found:
-        return {}, set()
+        return None
     changed: dict[str, int] = {}
     failed: set[str] = set()
-    for line in RECAP_LINE.finditer(tail):
+    for text in tail.splitlines():
+        if " : ok=" not in text:
+            continue
+        line = RECAP_LINE.match(text)
+        assert line, f"a PLAY RECAP line this helper cannot read: {text!r}"
         changed[line["host"]] = int(line["changed"])
         if int(line["failed"]) or int(line["unreachable"]):
             failed.add(line["host"])
@@ -84,56 +91,63 @@ def run_playbook(
 ) -> PlaybookRun:
     """Run playbooks/<playbook> with the ansible-playbook beside this interpreter; its exit code,
     changed tasks per host and failed hosts (from PLAY RECAP), and its output (stdout and stderr
-    as one stream).
+    as one stream). With tmp_path, the whole output is also kept there
+    (playbook-<n>-<name>.log): a failed assertion shows only its tail.
 
     Not through ansible-runner, which the kit's studies use: its event callback serialises every
     task's result and the runner writes each event to a file. On the converged test hosts on
     2026-11-29, site.yml changing nothing took, through ansible-runner against directly, 131 s
     against 108 s, 112 s against 105 s, and 155 s against 132 s (the control node's CPU time
-    103 s against 84 s), on this machine's 2 cores that the hosts share. The environment is the
-    one the runner gave: no host key checking, no retry files, unbuffered output.
+    103 s against 84 s), on this machine's 2 cores that the hosts share.
+
+    Extra vars go inline as JSON, as the runner passed them (from a file, ansible-core 2.19
+    would treat their strings as templates). The environment is this process's with the
+    repository's ansible.cfg, the default output callback without colour (PLAY RECAP is read
+    from it), facts cached in memory for this run only, no host key checking and no retry
+    files; output unbuffered, so stderr's lines come where they were written.
     """
-    private = Path(tmp_path or tempfile.gettempdir()) / (
-        f"playbook-{os.getpid()}-{threading.get_ident()}-{playbook.replace('/', '_')}"
-    )
-    shutil.rmtree(private, ignore_errors=True)
-    private.mkdir(parents=True)
     command = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         *("-i", str(inventory)),
         str(REPO / "playbooks" / playbook),
     ]
     if extravars:
-        extravars_file = private / "extravars.json"
-        extravars_file.write_text(json.dumps(extravars))
-        command += ["-e", f"@{extravars_file}"]
+        command += ["-e", json.dumps(extravars)]
     if limit:
         command += ["--limit", limit]
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_CACHE_PLUGIN": "memory",
         "ANSIBLE_HOST_KEY_CHECKING": "False",
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "PYTHONUNBUFFERED": "1",
         **(envvars or {}),
     }
-    try:
-        done = subprocess.run(
-            command,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            check=False,
-        )
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-    changed, failed = recap(done.stdout)
+    done = subprocess.run(
+        command,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        check=False,
+    )
+    if tmp_path is not None:
+        name = playbook.replace("/", "_").removesuffix(".yml")
+        Path(tmp_path).mkdir(parents=True, exist_ok=True)
+        (Path(tmp_path) / f"playbook-{next(_PLAYBOOK_RUNS)}-{name}.log").write_text(done.stdout)
+    summary = recap(done.stdout)
+    assert summary is not None or done.returncode != 0, (
+        f"{playbook} passed but printed no PLAY RECAP:\n{done.stdout[-3000:]}"
+    )
+    changed, failed = summary or ({}, set())
     return PlaybookRun(done.returncode, changed, failed, done.stdout)
 
 
