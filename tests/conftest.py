@@ -50,6 +50,16 @@ class PlaybookRun:
     output: str
 
 
+def playbook_command(playbook: str, inventory: Path | str, *arguments: str) -> list[str]:
+    """ansible-playbook (the one beside this interpreter) on playbooks/<playbook>."""
+    return [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        *("-i", str(inventory)),
+        str(REPO / "playbooks" / playbook),
+        *arguments,
+    ]
+
+
 # A host's line of PLAY RECAP: `node1   : ok=372  changed=0    unreachable=0    failed=0 ...`.
 RECAP_LINE = re.compile(
     r"(?P<host>\S+)\s+: ok=\d+\s+changed=(?P<changed>\d+)\s+"
@@ -106,11 +116,7 @@ def run_playbook(
     from it), facts cached in memory for this run only, no host key checking and no retry
     files; output unbuffered, so stderr's lines come where they were written.
     """
-    command = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        *("-i", str(inventory)),
-        str(REPO / "playbooks" / playbook),
-    ]
+    command = playbook_command(playbook, inventory)
     if extravars:
         command += ["-e", json.dumps(extravars)]
     if limit:
@@ -174,8 +180,7 @@ def start_playbook(playbook: str, *arguments: str) -> subprocess.Popen:
     """ansible-playbook playbooks/<playbook> on the test hosts, in a session of its own (the
     test signals its process group as a terminal would) and with its output discarded."""
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(LAB_INVENTORY)]
-        + [str(REPO / "playbooks" / playbook), *arguments],
+        playbook_command(playbook, LAB_INVENTORY, *arguments),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
