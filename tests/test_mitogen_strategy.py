@@ -8,11 +8,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 pytestmark = pytest.mark.realtime  # the watchdog's grace is on the wall clock
 
