@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from conftest import (
     LAB_INVENTORY,
     BackgroundPlaybook,
     PlaybookRun,
+    kill_control_node,
     on_lab_host,
     run_playbook,
     setup_and_call_passed,
@@ -247,8 +246,7 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
             timeout_s=60,
         )
         cut_at = time.monotonic()
-        os.killpg(playbook.pid, signal.SIGKILL)
-        playbook.wait(timeout=10)
+        kill_control_node(playbook)
         time.sleep(3)
         assert not tcp_connects(lab["node3"], 22, timeout_s=1), (
             "the partition ended when the control node died"
@@ -262,7 +260,7 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
         back_after = time.monotonic() - cut_at
     finally:
         if playbook.poll() is None:
-            os.killpg(playbook.pid, signal.SIGKILL)
+            kill_control_node(playbook)
     assert duration_s - 5 <= back_after <= duration_s + 5
     (record,) = fault_records(lab, "node3", schedule_id)
     assert duration_s * 1000 <= record["end_ms"] - record["start_ms"] <= duration_s * 1000 + 2000
