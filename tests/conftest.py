@@ -191,7 +191,7 @@ def start_playbook(playbook: str, *arguments: str) -> subprocess.Popen:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every living process below pid (from /proc), whatever session or group it moved to."""
+    """Every process below pid (from /proc), whatever session or group it moved to."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
