@@ -170,7 +170,9 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
         partial.output[-6000:]
     )
     # ... and deleted the kit's topics, asked from a Kafka host (node1, the first of the play).
-    deleting = task_output(partial.output, "Find the topics whose names start with streamlab-")
+    deleting = task_output(
+        partial.output, "Find, and delete when asked, the topics whose names start with streamlab-"
+    )
     assert re.search(r"^changed: \[node1\b", deleting, re.MULTILINE), (
         deleting or partial.output[-6000:]
     )
