@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+import processes  # noqa: E402  (tests/lab/processes.py, shared with the test-host scripts)
+
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too).
 # On 2026-11-27 (2 shared cores) Storm's run of 20,000 at 2,000/s fell 14,700 messages behind
@@ -190,45 +193,19 @@ def start_playbook(playbook: str, *arguments: str) -> subprocess.Popen:
     )
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below pid (from /proc), whatever session or group it moved to."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # The command name (field 2) may hold spaces and parentheses: split after its end.
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended while we read
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found: list[int] = []
-    pending = [pid]
-    while pending:
-        below = children.get(pending.pop(), [])
-        found.extend(below)
-        pending.extend(below)
-    return found
-
-
 def kill_control_node(playbook: subprocess.Popen) -> None:
     """What a dead control node does to a running ansible-playbook: SIGKILL to it and every process
     below it. Its process group is not enough: ansible-core's workers call setsid, so they would
     outlive a killpg and wait for ever on a connection that is gone."""
-    below = descendants(playbook.pid)
+    below = processes.descendants(playbook.pid)
     os.killpg(playbook.pid, signal.SIGKILL)
     for pid in below:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     playbook.wait(timeout=10)
-    wait_until(lambda: [pid for pid in below if alive(pid)], lambda left: not left, "killed", 10)
-
-
-def alive(pid: int) -> bool:
-    """pid is a process that has not ended (a zombie has)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    wait_until(
+        lambda: [pid for pid in below if processes.alive(pid)], lambda left: not left, "killed", 10
+    )
 
 
 def free_port() -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import conftest
+from conftest import processes
 
 
 @pytest.fixture
@@ -61,4 +62,4 @@ def test_a_killed_control_node_leaves_no_process_even_outside_its_group():
     assert os.getpgid(child_pid) != os.getpgid(parent.pid)  # what a killpg alone would miss
     conftest.kill_control_node(parent)
     assert parent.returncode == -9
-    assert not conftest.alive(child_pid)
+    assert not processes.alive(child_pid)

@@ -53,6 +53,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import processes
 from labutil import CLEAN_ENV, LabError, log, run, services_not_started, write_if_changed
 
 CACHE_DIR = Path("/var/cache/streamlab-lab")
@@ -741,22 +742,14 @@ def set_authorized_keys(instance: Instance, text: str) -> None:
 _EXIT_STATUS: dict[int, int] = {}
 
 
-def _proc_state(pid: int) -> str | None:
-    """State letter of a process (R, S, Z, ...), None if it does not exist."""
+def _alive(pid: int) -> bool:
+    """True if pid exists and is not a zombie; reaps it first if it is this process's exited
+    child (its status kept in _EXIT_STATUS)."""
     with contextlib.suppress(ChildProcessError, OSError):
-        reaped, status = os.waitpid(pid, os.WNOHANG)  # reap it if it is our exited child
+        reaped, status = os.waitpid(pid, os.WNOHANG)
         if reaped == pid:
             _EXIT_STATUS[pid] = os.waitstatus_to_exitcode(status)
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def _alive(pid: int) -> bool:
-    """True if pid exists and is not a zombie."""
-    return _proc_state(pid) not in (None, "Z", "X")
+    return processes.alive(pid)
 
 
 def _nspawn_pid(instance: Instance) -> int | None:
@@ -774,23 +767,13 @@ def _nspawn_pid(instance: Instance) -> int | None:
     return pid if str(instance.merged).encode() in cmdline else None
 
 
-def _children(pid: int) -> list[int]:
-    """Child PIDs of every thread of pid."""
-    kids: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                kids += [int(c) for c in (task / "children").read_text().split()]
-    return kids
-
-
 def leader_pid(instance: Instance) -> int | None:
     """The host's PID 1 as this machine sees it (nspawn's child that is PID 1 of its own PID
     namespace), None if the instance is not running."""
     nspawn = _nspawn_pid(instance)
     if nspawn is None:
         return None
-    for child in _children(nspawn):
+    for child in processes.children(nspawn):
         try:
             status = Path(f"/proc/{child}/status").read_text()
         except OSError:
