@@ -1,8 +1,14 @@
-"""advise: the checkpoint interval a failure rate calls for, next to the one that did best.
+"""advise: the checkpoint interval a failure rate calls for, beside what the runs measured.
 
-From Flink's own checkpoint durations (engine/flink-checkpoints.json, the REST API's
-/jobs/<id>/checkpoints) it takes the checkpoint cost c, and with a mean time between failures M
-(lambda = 1/M) computes two optimal intervals:
+The checkpoint cost c is what a checkpoint costs the job, per checkpoint interval: for each
+completed checkpoint, the longest any subtask was kept from processing records by it, its
+synchronous part plus its barrier alignment (checkpoint.sync + alignment.duration of Flink's
+per-subtask checkpoint details, engine/flink-checkpoint-details.json). The asynchronous part
+runs beside the processing and the start delay is the barrier's way through the queues, so
+neither is counted; the end-to-end duration (engine/flink-checkpoints.json) counts both and is
+only an upper bound on c, used (and said to be) when a run has no details.
+
+With a mean time between failures M (lambda = 1/M), each interval's c gives two what-if optima:
 
 - Young/Daly, first order: T = sqrt(2 c M).
 - The exponential-failure model: failures arrive at rate lambda, a failure loses the work since
@@ -11,9 +17,13 @@ From Flink's own checkpoint durations (engine/flink-checkpoints.json, the REST A
   which is largest at T* = (c lambda + W(-exp(-c lambda - 1)) + 1) / lambda, W the principal
   branch of the Lambert W function (W >= -1; the other branch gives T* < 0).
 
-Beside them: the measured runs grouped by checkpoint interval, and the interval that did best
-(lowest duplicate rate and recovery time among those whose mean p99 latency is acceptable).
-Reads only small JSON files (run.json, summary.json, engine/flink-checkpoints.json).
+Beside them, what the runs measure, per interval: checkpoint overhead (c / T of the time, in
+seconds per hour) against the seconds of input replayed after each fault (faults[i].replayed_s)
+at the failure rate 1/M, steady-state latency before the first fault and after the last
+recovery (latency_phases), and recovery, censored values as lower bounds. The measured best is
+judged on the steady latency and the recovery; a tie or an interval that cannot be judged is
+said so, never settled by the order of the intervals.
+Reads only small JSON files (run.json, summary.json, engine/flink-checkpoint*.json).
 """
 
 from __future__ import annotations
@@ -28,15 +38,36 @@ from typing import Any
 
 from analysis import compare
 from analysis.io import RUN_JSON, InputError, read_optional_json, read_run
-from analysis.report import NO_RECOVERY, write_atomic, write_json
+from analysis.report import write_atomic, write_json
 
 CHECKPOINTS_FILE = "engine/flink-checkpoints.json"
+DETAILS_FILE = "engine/flink-checkpoint-details.json"
 # A study's directory (results/<study>/) lists its runs here; the run directories are its siblings.
 STUDY_RECORD = "study.json"
 INTERVAL_PARAMETER = "checkpoint_interval_s"
 # The kit's criterion for a sustainable rate (bench/engine_figures.py): steady-state p99 < 1 s.
 DEFAULT_MAX_P99_MS = 1000.0
 LAMBERT_ITERATIONS = 50
+HOUR_S = 3600.0
+# Where the cost of an interval comes from.
+COST_BLOCKING = "sync + alignment"
+COST_END_TO_END = "end-to-end (upper bound)"
+COST_DEFINITION = (
+    "c per checkpoint is the longest any subtask was kept from processing records by it: its "
+    "synchronous part plus its barrier alignment (Flink's per-subtask checkpoint.sync + "
+    "alignment.duration); the asynchronous part runs beside the processing and is not counted"
+)
+# Said with every advice: what the model does not price.
+LEAVES_OUT = (
+    "Restart downtime: every failure also costs detection, restart and catch-up (the measured "
+    "recovery), whatever the interval; the model counts only the work since the last checkpoint.",
+    "Duplicates are the real price: at least once, the work lost is input replayed, which the "
+    "output receives again (replayed seconds per fault); the model prices it only as time.",
+    "The asynchronous part of a checkpoint (CPU and I/O beside the processing), a checkpoint that "
+    "fails, and failures that are not independent with a constant rate 1/M.",
+    "c comes from the checkpoints Flink still listed at the end of each run (the latest "
+    "web.checkpoints.history, 10 by default).",
+)
 
 
 # ---------------------------------------------------------------- the models
@@ -109,31 +140,88 @@ def utilisation(interval_s: float, cost_s: float, mtbf_s: float) -> float:
 # ---------------------------------------------------------------- the measurements
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
 @dataclass(frozen=True)
 class CheckpointCost:
-    """Flink checkpoint durations of one run: the mean of its completed checkpoints."""
+    """What one run's completed checkpoints cost: per checkpoint (seconds) from the details,
+    and the mean end-to-end duration Flink reported (the upper bound)."""
 
     run_id: str
     interval_s: float | None
-    mean_s: float
-    completed: int
+    blocking_s: tuple[float, ...]
+    async_s: tuple[float, ...]
+    end_to_end_s: float | None
+    end_to_end_count: int
 
 
-def checkpoint_cost(run_dir: Path, run: dict[str, Any]) -> CheckpointCost | None:
-    """The run's mean end-to-end checkpoint duration, None without completed checkpoints.
+def blocking_costs(run_dir: Path) -> tuple[list[float], list[float]]:
+    """Per completed checkpoint of engine/flink-checkpoint-details.json: the largest
+    checkpoint.sync + alignment.duration over its subtasks, and the largest checkpoint.async
+    (seconds). A checkpoint counts only when every vertex asked answered with completed
+    subtasks that carry both figures."""
+    data = read_optional_json(run_dir / DETAILS_FILE)
+    documents = data.get("documents") if isinstance(data, dict) else None
+    if not isinstance(documents, dict):
+        return [], []
+    asked = data.get("asked") if isinstance(data.get("asked"), dict) else documents
+    by_checkpoint: dict[str, list[str]] = {}
+    for name in asked:
+        checkpoint, _, _vertex = str(name).partition("/")
+        by_checkpoint.setdefault(checkpoint, []).append(str(name))
+    blocking: list[float] = []
+    asynchronous: list[float] = []
+    for names in by_checkpoint.values():
+        held: list[float] = []
+        background: list[float] = []
+        for name in names:
+            subtasks = _dig(documents, name, "subtasks")
+            if not isinstance(subtasks, list):
+                held = []
+                break
+            for subtask in subtasks:
+                if not isinstance(subtask, dict) or subtask.get("status") != "completed":
+                    continue
+                sync = _dig(subtask, "checkpoint", "sync")
+                alignment = _dig(subtask, "alignment", "duration")
+                if _is_number(sync) and _is_number(alignment):
+                    held.append(sync + alignment)
+                if _is_number(_dig(subtask, "checkpoint", "async")):
+                    background.append(subtask["checkpoint"]["async"])
+            if not held:
+                break
+        else:
+            blocking.append(max(held) / 1000)
+            if background:
+                asynchronous.append(max(background) / 1000)
+    return blocking, asynchronous
 
-    Flink's summary covers every completed checkpoint of the job; the history (its latest ones
-    only) is the fallback when the summary has no average.
-    """
+
+def end_to_end_cost(run_dir: Path) -> tuple[float | None, int]:
+    """The run's mean end-to-end checkpoint duration (seconds) and how many checkpoints it
+    covers: Flink's summary of every completed checkpoint, else the history's completed ones."""
     data = read_optional_json(run_dir / CHECKPOINTS_FILE)
     if not isinstance(data, dict):
-        return None
-    interval = (run.get("parameters") or {}).get(INTERVAL_PARAMETER)
-    interval_s = float(interval) if _is_number(interval) else None
-    completed = (data.get("counts") or {}).get("completed")
-    average_ms = ((data.get("summary") or {}).get("end_to_end_duration") or {}).get("avg")
+        return None, 0
+    completed = _dig(data, "counts", "completed")
+    average_ms = _dig(data, "summary", "end_to_end_duration", "avg")
     if _is_number(completed) and completed > 0 and _is_number(average_ms):
-        return CheckpointCost(run["run_id"], interval_s, average_ms / 1000, int(completed))
+        return average_ms / 1000, int(completed)
     durations = [
         entry["end_to_end_duration"]
         for entry in data.get("history") or []
@@ -142,35 +230,146 @@ def checkpoint_cost(run_dir: Path, run: dict[str, Any]) -> CheckpointCost | None
         and _is_number(entry.get("end_to_end_duration"))
     ]
     if not durations:
+        return None, 0
+    return statistics.fmean(durations) / 1000, len(durations)
+
+
+def checkpoint_cost(run_dir: Path, run: dict[str, Any]) -> CheckpointCost | None:
+    """The run's checkpoint costs, None when it has neither details nor durations."""
+    interval = (run.get("parameters") or {}).get(INTERVAL_PARAMETER)
+    blocking, asynchronous = blocking_costs(run_dir)
+    end_to_end, count = end_to_end_cost(run_dir)
+    if not blocking and end_to_end is None:
         return None
-    mean_s = statistics.fmean(durations) / 1000
-    return CheckpointCost(run["run_id"], interval_s, mean_s, len(durations))
+    return CheckpointCost(
+        run_id=run["run_id"],
+        interval_s=float(interval) if _is_number(interval) else None,
+        blocking_s=tuple(blocking),
+        async_s=tuple(asynchronous),
+        end_to_end_s=end_to_end,
+        end_to_end_count=count,
+    )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+# ---------------------------------------------------------------- recovery, censored
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A recovery time: exact, or a lower bound when censored (the recovery did not show within
+    the run, so it took at least this long). spread_s: the runs' sample standard deviation."""
+
+    value_s: float
+    censored: bool
+    spread_s: float | None = None
+
+    def text(self) -> str:
+        if self.censored:
+            return f">= {self.value_s:.1f} s"
+        spread = "" if self.spread_s is None else f" ± {self.spread_s:.1f}"
+        return f"{self.value_s:.1f}{spread} s"
+
+
+def run_recovery(summary: dict[str, Any]) -> Recovery | None:
+    """The worst fault's recovery of a run; None when a fault has no figure at all (an older
+    summary's `not in run`) or the run had no fault. A censored fault gives a lower bound
+    (recovery_at_least_s), and so does the run."""
+    faults = [f for f in summary.get("faults") or [] if isinstance(f, dict)]
+    if not faults:
+        return None
+    worst, censored = 0.0, False
+    for fault in faults:
+        if fault.get("recovery_censored") is True:
+            bound = next(
+                (
+                    fault[k]
+                    for k in ("recovery_at_least_s", "recovery_s")
+                    if _is_number(fault.get(k))
+                ),
+                0.0,
+            )
+            worst, censored = max(worst, float(bound)), True
+        elif _is_number(fault.get("recovery_s")):
+            worst = max(worst, float(fault["recovery_s"]))
+        else:
+            return None
+    return Recovery(worst, censored)
+
+
+def group_recovery(recoveries: Sequence[Recovery | None]) -> Recovery | None:
+    """The mean over runs; a lower bound when any run's is; None when any run's is unknown."""
+    if not recoveries or any(r is None for r in recoveries):
+        return None
+    known = [r for r in recoveries if r is not None]
+    values = [r.value_s for r in known]
+    censored = any(r.censored for r in known)
+    spread = statistics.stdev(values) if not censored and len(values) >= 2 else None
+    return Recovery(statistics.fmean(values), censored, spread)
+
+
+def _tolerance(a: Recovery, b: Recovery) -> float:
+    """Differences within the larger spread of the runs are not told apart."""
+    return max(a.spread_s or 0.0, b.spread_s or 0.0)
+
+
+def recovers_faster(a: Recovery, b: Recovery) -> bool:
+    """a surely recovers faster than b: a is observed and below what b took at least (b's value,
+    or its bound when censored), by more than the runs' spread. A censored a never does."""
+    return not a.censored and a.value_s + _tolerance(a, b) < b.value_s
+
+
+def recover_alike(a: Recovery, b: Recovery) -> bool:
+    """A tie: both observed, within the runs' spread."""
+    return not a.censored and not b.censored and abs(a.value_s - b.value_s) <= _tolerance(a, b)
+
+
+# ---------------------------------------------------------------- per interval
 
 
 @dataclass
 class IntervalResult:
-    """The measured runs at one checkpoint interval (means over the runs)."""
+    """The measured runs at one checkpoint interval, and the what-if from their cost."""
 
     interval_s: float
     runs: list[str]
-    duplicate_rate: float | None
-    recovery_s: float | None
-    without_recovery: int
-    latency_p99_ms: float | None
+    # The cost: mean over the interval's checkpoints (each counts once), its source and range.
+    cost_source: str | None
     checkpoint_cost_s: float | None
-    utilisation: float
-    acceptable_latency: bool = False
+    checkpoint_cost_max_s: float | None
+    checkpoints: int
+    end_to_end_s: float | None
+    async_s: float | None
+    # Seconds per hour: checkpoint overhead c / T, and input replayed at the failure rate 1/M,
+    # measured (replayed_s per fault) and as the model has it (T / 2 per failure).
+    overhead_s_per_hour: float | None
+    replayed_s_per_fault: float | None
+    replayed_runs: int
+    replayed_s_per_hour: float | None
+    model_replayed_s_per_hour: float
+    lost_s_per_hour: float | None
+    # Steady-state latency (means over the runs that have the phase) and recovery.
+    p50_before_ms: float | None
+    p99_before_ms: float | None
+    p99_after_ms: float | None
+    acceptable_latency: bool | None
+    recovery: Recovery | None
+    recovery_unknown_runs: int
+    duplicate_rate: float | None
+    # The model at this interval's c (None without a cost).
+    utilisation: float | None
+    young_daly_s: float | None
+    lambert_s: float | None
+    lambert_utilisation: float | None
 
 
 @dataclass
 class Advice:
     mtbf_s: float
     max_p99_ms: float
+    cost_definition: str
+    # One headline figure: the median of the intervals' costs (each interval's own is its row).
     checkpoint_cost_s: float
+    cost_source: str
     checkpoints: int
     cost_runs: list[str]
     young_daly_s: float
@@ -179,6 +378,9 @@ class Advice:
     lambert_utilisation: float
     measured: list[IntervalResult]
     best_measured_s: float | None
+    tied_s: list[float]
+    verdict: str
+    leaves_out: list[str] = field(default_factory=lambda: list(LEAVES_OUT))
     notes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -220,38 +422,153 @@ def _study_runs(study_dir: Path) -> list[Path]:
     return present
 
 
-def _rank(values: Sequence[float | None]) -> list[int]:
-    """Rank (0 best) of each value, lowest first; None ranks last."""
-    order = sorted(range(len(values)), key=lambda i: (values[i] is None, values[i] or 0.0))
-    ranks = [0] * len(values)
-    for rank, index in enumerate(order):
-        ranks[index] = rank
-    return ranks
+def _interval_cost(
+    costs: Sequence[CheckpointCost],
+) -> tuple[str | None, list[float], float | None, float | None]:
+    """(source, per-checkpoint costs, mean end-to-end, mean async) of one interval's runs: the
+    blocking costs of the runs that have details, else the runs' end-to-end means."""
+    with_details = [c for c in costs if c.blocking_s]
+    weighted = [(c.end_to_end_s, c.end_to_end_count) for c in costs if c.end_to_end_s is not None]
+    weight = sum(count for _, count in weighted)
+    e2e_mean = sum(mean * count for mean, count in weighted) / weight if weight else None
+    async_values = [s for c in costs for s in c.async_s]
+    async_mean = statistics.fmean(async_values) if async_values else None
+    if with_details:
+        return COST_BLOCKING, [s for c in with_details for s in c.blocking_s], e2e_mean, async_mean
+    if e2e_mean is not None:
+        return COST_END_TO_END, [e2e_mean], e2e_mean, async_mean
+    return None, [], None, async_mean
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
-
-
-def _best_interval(results: Sequence[IntervalResult]) -> float | None:
-    """Lowest duplicate rate and recovery time (sum of the two ranks; a group with a run that
-    shows no recovery ranks last on recovery) among the groups with acceptable latency; ties go to
-    the lower duplicate rate, then the shorter interval."""
-    candidates = [r for r in results if r.acceptable_latency]
-    if not candidates:
+def _phase(summary: dict[str, Any], phase: str, figure: str) -> float | None:
+    """A latency_phases figure; None when absent, or when the run never reached a steady state
+    (steady_state.reached false: its latency before the fault is not a steady one)."""
+    if _dig(summary, "steady_state", "reached") is False:
         return None
-    duplicate_ranks = _rank([r.duplicate_rate for r in candidates])
-    recovery_ranks = _rank([None if r.without_recovery else r.recovery_s for r in candidates])
-    best = min(
-        range(len(candidates)),
-        key=lambda i: (
-            duplicate_ranks[i] + recovery_ranks[i],
-            duplicate_ranks[i],
-            candidates[i].interval_s,
+    value = _dig(summary, "latency_phases", phase, figure)
+    return float(value) if _is_number(value) else None
+
+
+def _run_replayed(summary: dict[str, Any]) -> float | None:
+    """Mean seconds of input replayed per fault; None when a fault lacks the figure."""
+    faults = [f for f in summary.get("faults") or [] if isinstance(f, dict)]
+    values = [f.get("replayed_s") for f in faults]
+    if not values or not all(_is_number(v) for v in values):
+        return None
+    return statistics.fmean(values)
+
+
+def _interval_result(
+    interval: float,
+    runs: Sequence[compare.Run],
+    costs: Sequence[CheckpointCost],
+    mtbf_s: float,
+    max_p99_ms: float,
+) -> IntervalResult:
+    source, per_checkpoint, e2e_mean, async_mean = _interval_cost(costs)
+    cost = statistics.fmean(per_checkpoint) if per_checkpoint else None
+    failures_per_hour = HOUR_S / mtbf_s
+    overhead = None if cost is None else min(cost / interval, 1.0) * HOUR_S
+    replayed_values = [_run_replayed(r.summary) for r in runs]
+    replayed = _mean(replayed_values)
+    replayed_per_hour = None if replayed is None else replayed * failures_per_hour
+    p99_before = _mean([_phase(r.summary, "before_fault", "p99") for r in runs])
+    p99_after = _mean([_phase(r.summary, "after_recovery", "p99") for r in runs])
+    if p99_before is None:
+        acceptable = None
+    else:
+        acceptable = p99_before <= max_p99_ms and (p99_after is None or p99_after <= max_p99_ms)
+    recoveries = [run_recovery(r.summary) for r in runs]
+    duplicate = {m.key: m for m in compare.METRICS}["duplicate_rate"]
+    model_ok = cost is not None and cost > 0
+    return IntervalResult(
+        interval_s=interval,
+        runs=[r.run_id for r in runs],
+        cost_source=source,
+        checkpoint_cost_s=cost,
+        checkpoint_cost_max_s=max(per_checkpoint) if per_checkpoint else None,
+        checkpoints=len(per_checkpoint)
+        if source == COST_BLOCKING
+        else sum(c.end_to_end_count for c in costs),
+        end_to_end_s=e2e_mean,
+        async_s=async_mean,
+        overhead_s_per_hour=overhead,
+        replayed_s_per_fault=replayed,
+        replayed_runs=sum(v is not None for v in replayed_values),
+        replayed_s_per_hour=replayed_per_hour,
+        model_replayed_s_per_hour=interval / 2 * failures_per_hour,
+        lost_s_per_hour=(
+            None if overhead is None or replayed_per_hour is None else overhead + replayed_per_hour
+        ),
+        p50_before_ms=_mean([_phase(r.summary, "before_fault", "p50") for r in runs]),
+        p99_before_ms=p99_before,
+        p99_after_ms=p99_after,
+        acceptable_latency=acceptable,
+        recovery=group_recovery(recoveries),
+        recovery_unknown_runs=sum(r is None for r in recoveries),
+        duplicate_rate=_mean([r.value(duplicate) for r in runs]),
+        utilisation=utilisation(interval, cost, mtbf_s) if model_ok else None,
+        young_daly_s=young_daly_interval(cost, mtbf_s) if model_ok else None,
+        lambert_s=lambert_interval(cost, mtbf_s) if model_ok else None,
+        lambert_utilisation=(
+            utilisation(lambert_interval(cost, mtbf_s), cost, mtbf_s) if model_ok else None
         ),
     )
-    return candidates[best].interval_s
+
+
+def _names(results: Sequence[IntervalResult]) -> str:
+    return ", ".join(f"{r.interval_s:g} s" for r in results)
+
+
+def judge(results: Sequence[IntervalResult]) -> tuple[float | None, list[float], str]:
+    """(best interval, tied intervals, verdict). The candidates are the intervals whose steady
+    latency is known and acceptable; the best recovers surely faster than every other candidate
+    (recovers_faster). Candidates that recover alike and each beat the rest are a tie; anything
+    else (a censored or unknown recovery in the way) is no measured best. The order of the
+    intervals never decides."""
+    candidates = [r for r in results if r.acceptable_latency is True]
+    unknown = [r for r in results if r.acceptable_latency is None]
+    if not candidates:
+        why = "no interval's steady-state latency is known and within the bound"
+        if unknown:
+            why += f" ({_names(unknown)}: no latency_phases.before_fault in their summaries)"
+        return None, [], f"No measured best: {why}."
+    if len(candidates) == 1:
+        only = candidates[0].interval_s
+        why = "the only interval with acceptable steady-state latency"
+        return only, [], f"Best measured: {only:g} s, {why}."
+    not_known = [r for r in candidates if r.recovery is None]
+    if not_known:
+        why = (
+            f"{_names(not_known)} lack a recovery figure for some run (an older summary's "
+            "`not in run`, or no fault), so the intervals cannot be compared on recovery"
+        )
+        return None, [], f"No measured best: {why}."
+    recovery = {r.interval_s: r.recovery for r in candidates if r.recovery is not None}
+
+    def beats(a: IntervalResult, b: IntervalResult) -> bool:
+        return recovers_faster(recovery[a.interval_s], recovery[b.interval_s])
+
+    unbeaten = [r for r in candidates if not any(beats(o, r) for o in candidates if o is not r)]
+    rest = [r for r in candidates if r not in unbeaten]
+    wins = all(beats(u, o) for u in unbeaten for o in rest)
+    if len(unbeaten) == 1 and wins:
+        best = unbeaten[0].interval_s
+        why = "it recovered faster than every other interval with acceptable steady-state latency"
+        return best, [], f"Best measured: {best:g} s: {why}."
+    alike = all(
+        recover_alike(recovery[a.interval_s], recovery[b.interval_s])
+        for a in unbeaten
+        for b in unbeaten
+    )
+    if len(unbeaten) > 1 and alike and wins:
+        why = "recovered alike (within the runs' spread); the runs do not say which is better"
+        return None, [r.interval_s for r in unbeaten], f"Tie: {_names(unbeaten)} {why}."
+    censored = [r for r in unbeaten if recovery[r.interval_s].censored]
+    why = f"{_names(unbeaten)} cannot be told apart on recovery"
+    if censored:
+        why += f" ({_names(censored)}: recovery censored, only a lower bound)"
+    return None, [], f"No measured best: {why}."
 
 
 def advise(paths: Sequence[Path], mtbf_s: float, max_p99_ms: float = DEFAULT_MAX_P99_MS) -> Advice:
@@ -270,39 +587,86 @@ def advise(paths: Sequence[Path], mtbf_s: float, max_p99_ms: float = DEFAULT_MAX
             notes.append(f"{run['run_id']} left out: its run.json status is {run.get('status')!r}")
             continue
         flink_runs.append((run_dir, run))
-    costs = [c for run_dir, run in flink_runs if (c := checkpoint_cost(run_dir, run)) is not None]
+    costs = {
+        run["run_id"]: c
+        for run_dir, run in flink_runs
+        if (c := checkpoint_cost(run_dir, run)) is not None
+    }
     if not costs:
         where = ", ".join(str(p) for p in paths)
         raise InputError(
             Path(where),
-            f"no complete Flink run with completed checkpoints in {CHECKPOINTS_FILE}: advise "
-            "needs the checkpoint durations Flink measured",
+            f"no complete Flink run with completed checkpoints in {DETAILS_FILE} or "
+            f"{CHECKPOINTS_FILE}: advise needs the checkpoint durations Flink measured",
         )
-    checkpoints = sum(c.completed for c in costs)
-    cost_s = sum(c.mean_s * c.completed for c in costs) / checkpoints
-    measured = _measured_intervals(flink_runs, costs, cost_s, mtbf_s, max_p99_ms, notes)
+    measured = _measured_intervals(flink_runs, costs, mtbf_s, max_p99_ms, notes)
+    headline = _headline(measured, costs)
+    cost_s, source, checkpoints, cost_runs = headline
+    if source == COST_END_TO_END:
+        notes.append(
+            f"No run has {DETAILS_FILE} (runs before the kit kept it): c is the end-to-end "
+            "duration, an upper bound on what a checkpoint costs the job, so every T* here is "
+            "an upper bound too."
+        )
+    best, tied, verdict = judge(measured)
     young_daly = young_daly_interval(cost_s, mtbf_s)
     lambert = lambert_interval(cost_s, mtbf_s)
     return Advice(
         mtbf_s=mtbf_s,
         max_p99_ms=max_p99_ms,
+        cost_definition=COST_DEFINITION,
         checkpoint_cost_s=cost_s,
+        cost_source=source,
         checkpoints=checkpoints,
-        cost_runs=[c.run_id for c in costs],
+        cost_runs=cost_runs,
         young_daly_s=young_daly,
         young_daly_utilisation=utilisation(young_daly, cost_s, mtbf_s),
         lambert_s=lambert,
         lambert_utilisation=utilisation(lambert, cost_s, mtbf_s),
         measured=measured,
-        best_measured_s=_best_interval(measured),
+        best_measured_s=best,
+        tied_s=tied,
+        verdict=verdict,
         notes=notes,
+    )
+
+
+def _headline(
+    measured: Sequence[IntervalResult], costs: dict[str, CheckpointCost]
+) -> tuple[float, str, int, list[str]]:
+    """The median of the intervals' costs from the best source any has (runs without an
+    interval count as one more group), with the checkpoints and runs behind it."""
+    groups: list[tuple[str, float, int, list[str]]] = [
+        (r.cost_source, r.checkpoint_cost_s, r.checkpoints, r.runs)
+        for r in measured
+        if r.cost_source is not None and r.checkpoint_cost_s is not None
+    ]
+    loose = [c for c in costs.values() if not any(c.run_id in r.runs for r in measured)]
+    if loose:
+        source, per_checkpoint, _, _ = _interval_cost(loose)
+        if source is not None:
+            count = (
+                len(per_checkpoint)
+                if source == COST_BLOCKING
+                else sum(c.end_to_end_count for c in loose)
+            )
+            groups.append(
+                (source, statistics.fmean(per_checkpoint), count, [c.run_id for c in loose])
+            )
+    best_source = COST_BLOCKING if any(g[0] == COST_BLOCKING for g in groups) else COST_END_TO_END
+    chosen = [g for g in groups if g[0] == best_source]
+    cost_runs = [run for g in chosen for run in g[3] if run in costs]
+    return (
+        statistics.median(g[1] for g in chosen),
+        best_source,
+        sum(g[2] for g in chosen),
+        cost_runs,
     )
 
 
 def _measured_intervals(
     flink_runs: Sequence[tuple[Path, dict[str, Any]]],
-    costs: Sequence[CheckpointCost],
-    cost_s: float,
+    costs: dict[str, CheckpointCost],
     mtbf_s: float,
     max_p99_ms: float,
     notes: list[str],
@@ -310,7 +674,7 @@ def _measured_intervals(
     by_interval: dict[float, list[compare.Run]] = {}
     for run_dir, run in flink_runs:
         interval = (run.get("parameters") or {}).get(INTERVAL_PARAMETER)
-        if not _is_number(interval):
+        if not _is_number(interval) or not interval > 0:
             notes.append(
                 f"{run['run_id']} left out of the measured intervals: no {INTERVAL_PARAMETER}"
             )
@@ -322,90 +686,136 @@ def _measured_intervals(
                 "overloaded before its first fault"
             )
             continue
+        if _dig(summary.summary, "steady_state", "reached") is False:
+            notes.append(
+                f"{run['run_id']}: never reached a steady state (steady_state.reached false), "
+                "so its latency is left out of the steady p99"
+            )
         by_interval.setdefault(float(interval), []).append(summary)
-    metric = {m.key: m for m in compare.METRICS}
     results = []
     for interval, runs in sorted(by_interval.items()):
-        mine = [c.mean_s for c in costs if c.interval_s == interval]
-        p99 = _mean([r.value(metric["latency_p99_ms"]) for r in runs])
-        results.append(
-            IntervalResult(
-                interval_s=interval,
-                runs=[r.run_id for r in runs],
-                duplicate_rate=_mean([r.value(metric["duplicate_rate"]) for r in runs]),
-                recovery_s=_mean([r.value(metric["recovery_s"]) for r in runs]),
-                without_recovery=sum(r.shows_no_recovery() for r in runs),
-                latency_p99_ms=p99,
-                checkpoint_cost_s=statistics.fmean(mine) if mine else None,
-                utilisation=utilisation(interval, cost_s, mtbf_s),
-                acceptable_latency=p99 is not None and p99 <= max_p99_ms,
+        mine = [costs[r.run_id] for r in runs if r.run_id in costs]
+        result = _interval_result(interval, runs, mine, mtbf_s, max_p99_ms)
+        if result.cost_source == COST_BLOCKING and len(mine) > sum(
+            bool(c.blocking_s) for c in mine
+        ):
+            notes.append(
+                f"{interval:g} s: c from the runs with {DETAILS_FILE} only; the others' "
+                "end-to-end durations are an upper bound and were not mixed in"
             )
-        )
+        results.append(result)
     return results
 
 
 # ---------------------------------------------------------------- output
 
 
-def _seconds(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f} s"
+def _seconds(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f} s"
+
+
+def _per_hour(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f} s/h"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f} ms"
 
 
 def _percent(value: float | None, digits: int = 4) -> str:
     return "–" if value is None else f"{value * 100:.{digits}g} %"
 
 
+def _yes_no(value: bool | None) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
+
+
 def markdown(advice: Advice, heading_level: int = 1) -> str:
     head = "#" * heading_level
+    bound = " (an upper bound)" if advice.cost_source == COST_END_TO_END else ""
     lines = [
         f"{head} Checkpoint interval advice",
         "",
-        f"Checkpoint cost c = {advice.checkpoint_cost_s:.3f} s: the mean end-to-end duration of "
-        f"{advice.checkpoints} completed Flink checkpoints in {len(advice.cost_runs)} run(s). "
-        f"Mean time between failures M = {advice.mtbf_s:g} s. Utilisation is the expected useful "
-        "fraction of time with failures at rate 1/M, each losing the work since the last "
-        "checkpoint: lambda (T - c) / (exp(lambda T) - 1).",
+        f"Checkpoint cost: {advice.cost_definition}. Each interval's c is the mean over its own "
+        "runs' checkpoints, not pooled across intervals. Mean time between failures M = "
+        f"{advice.mtbf_s:g} s. The optimal intervals are a what-if of the model (failures at "
+        "rate 1/M, each losing the work since the last checkpoint, U(T) = lambda (T - c) / "
+        "(exp(lambda T) - 1)); the runs measure the seconds per hour beside them.",
         "",
-        "| interval | T | utilisation |",
-        "|---|---|---|",
-        f"| Young/Daly sqrt(2 c M) | {_seconds(advice.young_daly_s)} | "
-        f"{_percent(advice.young_daly_utilisation)} |",
-        f"| Lambert W (c lambda + W0(-exp(-c lambda - 1)) + 1) / lambda | "
-        f"{_seconds(advice.lambert_s)} | {_percent(advice.lambert_utilisation)} |",
+        f"Headline, at the median of the intervals' costs, c = {advice.checkpoint_cost_s:.3f} s"
+        f"{bound} ({advice.cost_source}, {advice.checkpoints} checkpoints in "
+        f"{len(advice.cost_runs)} run(s)): Young/Daly sqrt(2 c M) = "
+        f"{_seconds(advice.young_daly_s)} (utilisation {_percent(advice.young_daly_utilisation)}), "
+        f"Lambert W T* = {_seconds(advice.lambert_s)} "
+        f"(utilisation {_percent(advice.lambert_utilisation)}).",
+        "",
     ]
-    if advice.best_measured_s is not None:
-        best = next(r for r in advice.measured if r.interval_s == advice.best_measured_s)
-        lines.append(
-            f"| best measured | {_seconds(best.interval_s)} | {_percent(best.utilisation)} |"
-        )
-    lines.append("")
     if advice.measured:
         lines += [
-            f"{head}# Measured intervals",
+            f"{head}# What-if per interval's cost",
             "",
-            f"Means over each interval's runs. Acceptable latency: mean p99 <= "
-            f"{advice.max_p99_ms:g} ms. Best: lowest duplicate rate and recovery time (sum of "
-            "their ranks) among the acceptable ones.",
-            "",
-            "| interval | runs | duplicate rate | recovery | p99 | checkpoint cost | "
-            "utilisation | acceptable |",
+            "| cost measured at | c | source | Young/Daly | Lambert W T* | U(T*) | "
+            "overhead at T* | model replay at T* |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for result in advice.measured:
-            recovery = _seconds(result.recovery_s)
-            if result.without_recovery:
-                recovery += f" ({result.without_recovery} {NO_RECOVERY})"
-            p99 = "–" if result.latency_p99_ms is None else f"{result.latency_p99_ms:.0f} ms"
-            mark = " **best**" if result.interval_s == advice.best_measured_s else ""
-            lines.append(
-                f"| {result.interval_s:g} s{mark} | {len(result.runs)} | "
-                f"{_percent(result.duplicate_rate)} | {recovery} | {p99} | "
-                f"{_seconds(result.checkpoint_cost_s)} | {_percent(result.utilisation)} | "
-                f"{'yes' if result.acceptable_latency else 'no'} |"
+        per_hour = HOUR_S / advice.mtbf_s
+        for r in advice.measured:
+            at_t = (
+                None
+                if r.lambert_s is None or r.checkpoint_cost_s is None
+                else r.checkpoint_cost_s / r.lambert_s * HOUR_S
             )
-        if advice.best_measured_s is None:
-            lines += ["", "No measured interval had acceptable latency."]
+            replay_t = None if r.lambert_s is None else r.lambert_s / 2 * per_hour
+            lines.append(
+                f"| {r.interval_s:g} s | {_seconds(r.checkpoint_cost_s, 3)} | "
+                f"{r.cost_source or '–'} | {_seconds(r.young_daly_s)} | {_seconds(r.lambert_s)} | "
+                f"{_percent(r.lambert_utilisation)} | {_per_hour(at_t)} | {_per_hour(replay_t)} |"
+            )
+        lines += [
+            "",
+            f"{head}# Measured intervals",
+            "",
+            "Means over each interval's runs. Overhead: c / T of every hour. Replayed: the "
+            "seconds of input replayed per fault (faults[i].replayed_s), and per hour at one "
+            f"failure every {advice.mtbf_s:g} s; the model's replay is T / 2 per failure. Lost: "
+            "overhead plus replayed, the streaming objective (the model's overhead plus replay "
+            "is least at Young/Daly). Steady p99: before the first fault and after the last "
+            f"recovery (latency_phases), acceptable when at most {advice.max_p99_ms:g} ms. "
+            "Recovery: the worst fault of each run, `>=` a lower bound when censored.",
+            "",
+            "| interval | runs | c | overhead | replayed per fault | replayed | model replay | "
+            "lost | steady p99 before / after | acceptable | recovery |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in advice.measured:
+            if r.interval_s == advice.best_measured_s:
+                mark = " **best**"
+            elif r.interval_s in advice.tied_s:
+                mark = " **tie**"
+            else:
+                mark = ""
+            recovery = "unknown" if r.recovery is None else r.recovery.text()
+            if r.recovery is None and r.recovery_unknown_runs:
+                recovery += f" ({r.recovery_unknown_runs} run(s) without a figure)"
+            replayed = _seconds(r.replayed_s_per_fault, 1)
+            if r.replayed_s_per_fault is not None and r.replayed_runs < len(r.runs):
+                replayed += f" ({r.replayed_runs} of {len(r.runs)} runs)"
+            lines.append(
+                f"| {r.interval_s:g} s{mark} | {len(r.runs)} | "
+                f"{_seconds(r.checkpoint_cost_s, 3)} | {_per_hour(r.overhead_s_per_hour)} | "
+                f"{replayed} | {_per_hour(r.replayed_s_per_hour)} | "
+                f"{_per_hour(r.model_replayed_s_per_hour)} | {_per_hour(r.lost_s_per_hour)} | "
+                f"{_ms(r.p99_before_ms)} / {_ms(r.p99_after_ms)} | "
+                f"{_yes_no(r.acceptable_latency)} | {recovery} |"
+            )
         lines.append("")
+    lines += [advice.verdict, ""]
+    lines += [
+        f"{head}# What the model leaves out",
+        "",
+        *(f"- {item}" for item in advice.leaves_out),
+        "",
+    ]
     if advice.notes:
         lines += [f"{head}# Notes", "", *(f"- {note}" for note in advice.notes), ""]
     return "\n".join(lines)
