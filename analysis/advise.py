@@ -170,6 +170,22 @@ class CheckpointCost:
     end_to_end_count: int
 
 
+def _subtask_figures(subtasks: Any) -> tuple[list[float], list[float]]:
+    """sync + alignment and async (ms) of each completed subtask of one vertex's details."""
+    held: list[float] = []
+    background: list[float] = []
+    for subtask in subtasks if isinstance(subtasks, list) else []:
+        if not isinstance(subtask, dict) or subtask.get("status") != "completed":
+            continue
+        sync = _dig(subtask, "checkpoint", "sync")
+        alignment = _dig(subtask, "alignment", "duration")
+        if _is_number(sync) and _is_number(alignment):
+            held.append(sync + alignment)
+        if _is_number(_dig(subtask, "checkpoint", "async")):
+            background.append(subtask["checkpoint"]["async"])
+    return held, background
+
+
 def blocking_costs(run_dir: Path) -> tuple[list[float], list[float]]:
     """Per completed checkpoint of engine/flink-checkpoint-details.json: the largest
     checkpoint.sync + alignment.duration over its subtasks, and the largest checkpoint.async
@@ -187,26 +203,10 @@ def blocking_costs(run_dir: Path) -> tuple[list[float], list[float]]:
     blocking: list[float] = []
     asynchronous: list[float] = []
     for names in by_checkpoint.values():
-        held: list[float] = []
-        background: list[float] = []
-        for name in names:
-            subtasks = _dig(documents, name, "subtasks")
-            if not isinstance(subtasks, list):
-                held = []
-                break
-            for subtask in subtasks:
-                if not isinstance(subtask, dict) or subtask.get("status") != "completed":
-                    continue
-                sync = _dig(subtask, "checkpoint", "sync")
-                alignment = _dig(subtask, "alignment", "duration")
-                if _is_number(sync) and _is_number(alignment):
-                    held.append(sync + alignment)
-                if _is_number(_dig(subtask, "checkpoint", "async")):
-                    background.append(subtask["checkpoint"]["async"])
-            if not held:
-                break
-        else:
-            blocking.append(max(held) / 1000)
+        per_vertex = [_subtask_figures(_dig(documents, name, "subtasks")) for name in names]
+        if all(held for held, _ in per_vertex):
+            blocking.append(max(max(held) for held, _ in per_vertex) / 1000)
+            background = [value for _, values in per_vertex for value in values]
             if background:
                 asynchronous.append(max(background) / 1000)
     return blocking, asynchronous

@@ -178,6 +178,7 @@ def test_the_cost_is_the_slowest_subtasks_sync_plus_alignment(tmp_path):
             },
             8: {"v1": [subtask(12, 3)], "v2": [subtask(40, 1, async_ms=300)]},  # 41 ms
             9: {"v1": [subtask(500, 500)], "v2": None},  # v2 did not answer: left out
+            10: {"v1": [subtask(600, 0)], "v2": [subtask(1, 1, status="pending_or_failed")]},
         }
     )
     run_dir = write_run(tmp_path, "cp5-r1", 5, details=details)
