@@ -56,6 +56,7 @@ lint: setup
 	$(BIN)/ansible-lint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(PY) tools/check_docs.py
 	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventory/local $$p || exit 1; done
 
 unit: setup jobs-test
