@@ -31,6 +31,9 @@ class DeliveryLog:
         self.failed_live = 0
         self._sent_ns = array("q", [0]) * (count + 1)
         self._status = bytearray(count + 1)
+        # The input partition Kafka acknowledged each message in (-1: unknown), so the analysis
+        # can see one partition's outage while the others flow.
+        self._partition = array("i", [-1]) * (count + 1)
         self._errors: dict[int, str] = {}
         # Ids whose outcome arrived, in arrival order (deque appends are thread-safe).
         self.resolved: deque[int] = deque()
@@ -40,7 +43,10 @@ class DeliveryLog:
         self._sent_ns[msg_id] = sent_ns
         self.sent = msg_id
 
-    def on_ack(self, msg_id: int, _metadata: Any) -> None:
+    def on_ack(self, msg_id: int, metadata: Any) -> None:
+        partition = getattr(metadata, "partition", None)
+        if isinstance(partition, int):
+            self._partition[msg_id] = partition
         self._status[msg_id] = ACKED
         self.acked_live += 1
         self.resolved.append(msg_id)
@@ -78,15 +84,18 @@ class DeliveryLog:
         """
         resolved = self.resolved
         popleft, status, sent_ns = resolved.popleft, self._status, self._sent_ns
+        partitions = self._partition
         slot_ns = schedule.slot_ns
         lines: list[str] = []
         append = lines.append
         for _ in range(len(resolved)):
             msg_id = popleft()
             if status[msg_id] == ACKED:
+                partition = partitions[msg_id]
+                where = f',"partition":{partition}' if partition >= 0 else ""
                 append(
                     f'{{"msg_id":{msg_id},"intended_ms":{slot_ns(msg_id) // NS_PER_MS},'
-                    f'"sent_ms":{sent_ns[msg_id] // NS_PER_MS},"acked":true}}\n'
+                    f'"sent_ms":{sent_ns[msg_id] // NS_PER_MS},"acked":true{where}}}\n'
                 )
             else:
                 intended_ms = slot_ns(msg_id) // NS_PER_MS
@@ -102,13 +111,16 @@ class DeliveryLog:
             position = self._status.find(PENDING, position + 1, self.sent + 1)
 
 
-def produced_line(msg_id: int, intended_ms: int, sent_ms: int, error: str | None) -> str:
-    """One produced.jsonl line: a compact JSON object.
+def produced_line(
+    msg_id: int, intended_ms: int, sent_ms: int, error: str | None, partition: int | None = None
+) -> str:
+    """One produced.jsonl line: a compact JSON object; partition only on an acknowledged one.
 
     Formatted by hand (all fields are integers and booleans, the error text goes through
     json.dumps): the producer writes one per message while it sends tens of thousands a second.
     """
     head = f'{{"msg_id":{msg_id},"intended_ms":{intended_ms},"sent_ms":{sent_ms},"acked":'
     if error is None:
-        return head + "true}\n"
+        where = f',"partition":{partition}' if partition is not None and partition >= 0 else ""
+        return head + f"true{where}}}\n"
     return head + f'false,"error":{json.dumps(error)}}}\n'

@@ -11,7 +11,9 @@ from producer.files import summary_path
 
 # The line of an acked message exactly as the producer writes it (delivery.py): read without
 # the JSON parser, which costs three times as much. Anything else goes through json.loads.
-ACKED_LINE = re.compile(r'\{"msg_id":(\d+),"intended_ms":(\d+),"sent_ms":\d+,"acked":true\}\n?')
+ACKED_LINE = re.compile(
+    r'\{"msg_id":(\d+),"intended_ms":(\d+),"sent_ms":\d+,"acked":true(?:,"partition":\d+)?\}\n?'
+)
 
 
 class ProducedRow(NamedTuple):

@@ -250,3 +250,26 @@ def test_callbacks_only_queue_ids_and_the_writer_formats_them_on_its_thread(tmp_
     assert text == "".join(expected)
     for line in text.splitlines():  # the hand-made format is compact JSON
         assert line == json.dumps(json.loads(line), separators=(",", ":"))
+
+
+def test_an_acknowledged_line_names_the_partition_kafka_acknowledged_it_in(tmp_path):
+    clock = SimulatedClock()
+    log = DeliveryLog(3)
+    schedule = Schedule(clock.now_ns(), 10)
+    for msg_id in range(1, 4):
+        log.record_send(msg_id, schedule.slot_ns(msg_id))
+
+    class Metadata:
+        def __init__(self, partition):
+            self.partition = partition
+
+    log.on_ack(1, Metadata(2))
+    log.on_ack(2, None)  # a client that gives no metadata: the partition is left out
+    log.on_error(3, TimeoutError("expired"))
+    lines = [json.loads(line) for line in log.take_resolved_lines(schedule)]
+    assert lines[0]["partition"] == 2
+    assert "partition" not in lines[1] and "partition" not in lines[2]
+    ms = schedule.slot_ns(1) // MS
+    assert produced_line(1, ms, ms, None, 2) == (
+        f'{{"msg_id":1,"intended_ms":{ms},"sent_ms":{ms},"acked":true,"partition":2}}\n'
+    )
