@@ -2,7 +2,8 @@
 
 python -m producer.collect --bootstrap H:9092 --topic RESULT --out DIR/received.jsonl \\
     --produced DIR/produced.jsonl [--input-topic IN --group GROUP] [--lag-out DIR/lag.jsonl] \\
-    [--sample-interval-s 1] [--quiet-s 10] [--drain-timeout-s 300] [--warmup-s 10] \\
+    [--sample-interval-s 1] [--quiet-s 10] [--lost-wait-s 20] [--drain-timeout-s 300] \\
+    [--warmup-s 10] \\
     [--timeout-s 600] [--progress-interval 2] [--ready-file DIR/collector.ready]
 
 Start it before the producer: it reads the result topic from the beginning, so nothing
@@ -60,10 +61,16 @@ class CollectSettings:
     # The overload flag's window ends this long after message 1 was due (at the first fault),
     # not at the producer's end.
     overload_until_s: float | None = None
+    lost_wait_s: float = 20.0
 
     def drain(self) -> DrainSettings:
         return DrainSettings(
-            self.quiet_s, self.timeout_s, self.drain_timeout_s, self.group, self.input_topic
+            self.quiet_s,
+            self.timeout_s,
+            self.drain_timeout_s,
+            self.group,
+            self.input_topic,
+            self.lost_wait_s,
         )
 
 
@@ -243,6 +250,7 @@ class Collector:
             "quiet_s": self.settings.quiet_s,
             "timeout_s": self.settings.timeout_s,
             "drain_timeout_s": self.settings.drain_timeout_s,
+            "lost_wait_s": self.settings.lost_wait_s,
             "input_topic": self.settings.input_topic,
             "group": self.settings.group,
             "sample_interval_s": self.settings.sample_interval_s,
@@ -352,6 +360,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="give up this long after the producer finished (default: 300)",
     )
     parser.add_argument(
+        "--lost-wait-s",
+        type=arguments.seconds,
+        default=20.0,
+        help="once the group has committed the whole input, wait this long without a record "
+        "for acknowledged ids still missing, then end complete and count them lost (default: 20)",
+    )
+    parser.add_argument(
         "--warmup-s",
         type=arguments.seconds,
         default=10.0,
@@ -439,6 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.group,
         args.sample_interval_s,
         args.overload_until_s,
+        args.lost_wait_s,
     )
     try:
         consumer = kafka_clients.open_consumer(

@@ -1,17 +1,20 @@
 """When the collector stops: the drain rule as a pure function of what it has seen so far.
 
 A run is complete when, at one check, all of these hold: the producer finished (its
-produced.jsonl appeared), every id it saw acknowledged has arrived, the job's consumer group has
-committed every input partition up to its end (both read in one lag sample taken after the
-producer finished), and no record came for quiet_s (counted from the producer's end at the
-earliest). Without a group the committed-offset condition is left out (the rule before lag
-samples). Otherwise the run ends drain_timeout_s after the producer finished, or timeout_s
-after the collector started, with a sentence naming what was short.
+produced.jsonl appeared), the job's consumer group has committed every input partition up to
+its end (read in one lag sample taken after the producer finished), and no record came for
+quiet_s (counted from the producer's end at the earliest). Without a group the committed-offset
+condition is left out. Acknowledged ids that have not arrived keep a run that is otherwise
+complete open only until nothing has come for lost_wait_s: the engine has then consumed and
+committed its whole input, so they are lost, and the run is complete with them counted as lost
+(completeness says the run was measured; whether the guarantee held is the verdict's question).
+Otherwise the run ends drain_timeout_s after the producer finished, or timeout_s after the
+collector started, with a sentence naming what was short.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from producer.clock import NS_PER_MS, NS_PER_S
 from producer.lagsampler import LagSample
@@ -24,6 +27,7 @@ class DrainSettings:
     drain_timeout_s: float
     group: str | None = None
     input_topic: str | None = None
+    lost_wait_s: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -45,14 +49,30 @@ class Stop:
 
 
 def shortfalls(view: DrainView, now_ns: int, settings: DrainSettings) -> list[str]:
-    """What keeps the run from being complete now, one phrase each; [] when it is complete."""
+    """What keeps the run from being complete now, one phrase each; [] when it is complete.
+
+    Missing ids are named among them only while lost_wait_s has not passed (missing_shortfall)."""
+    short = measured_shortfalls(view, now_ns, settings)
+    if view.producer_done_ns is None:
+        return short
+    return missing_shortfall(view, now_ns, settings) + short
+
+
+def missing_shortfall(view: DrainView, now_ns: int, settings: DrainSettings) -> list[str]:
+    """Acknowledged ids still missing, while the drain still waits for them."""
+    quiet_ns = now_ns - view.quiet_since_ns
+    if not view.missing or quiet_ns >= settings.lost_wait_s * NS_PER_S:
+        return []
+    ids = "id never arrived" if view.missing == 1 else "ids never arrived"
+    return [f"{view.missing:,} acknowledged {ids}"]
+
+
+def measured_shortfalls(view: DrainView, now_ns: int, settings: DrainSettings) -> list[str]:
+    """What keeps the engine's consumption from being known complete: everything but missing ids."""
     done_ns = view.producer_done_ns
     if done_ns is None:
         return ["the producer never finished (produced.jsonl did not appear)"]
     short = []
-    if view.missing:
-        ids = "id never arrived" if view.missing == 1 else "ids never arrived"
-        short.append(f"{view.missing:,} acknowledged {ids}")
     if settings.group is not None:
         short += committed_shortfall(view, done_ns, settings.group, settings.input_topic or "?")
     quiet_ns = now_ns - view.quiet_since_ns
@@ -90,12 +110,16 @@ def committed_shortfall(view: DrainView, done_ns: int, group: str, topic: str) -
 
 def decide(view: DrainView, now_ns: int, settings: DrainSettings) -> Stop | None:
     """Stop('complete'), Stop('timeout' | 'drain_timeout', why), or None to keep collecting."""
-    short = shortfalls(view, now_ns, settings)
-    if not short:
+    if not shortfalls(view, now_ns, settings):
         return Stop("complete")
-    if now_ns - view.started_ns >= settings.timeout_s * NS_PER_S:
-        return Stop("timeout", "; ".join(short))
     done_ns = view.producer_done_ns
-    if done_ns is not None and now_ns - done_ns >= settings.drain_timeout_s * NS_PER_S:
-        return Stop("drain_timeout", "; ".join(short))
-    return None
+    timed_out = None
+    if now_ns - view.started_ns >= settings.timeout_s * NS_PER_S:
+        timed_out = "timeout"
+    elif done_ns is not None and now_ns - done_ns >= settings.drain_timeout_s * NS_PER_S:
+        timed_out = "drain_timeout"
+    if timed_out is None:
+        return None
+    # The reason names missing ids whether or not the drain still waited for them.
+    everything = replace(settings, lost_wait_s=float("inf"))
+    return Stop(timed_out, "; ".join(shortfalls(view, now_ns, everything)))

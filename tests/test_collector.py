@@ -99,12 +99,14 @@ def write_produced(path, acked, failed=()):
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-def collect_run(tmp_path, consumer, clock, quiet_s=5.0, timeout_s=60.0, stop=None):
+def collect_run(
+    tmp_path, consumer, clock, quiet_s=5.0, timeout_s=60.0, stop=None, lost_wait_s=20.0
+):
     stop = stop or StopSignals()
     progress = Progress("collect", None, 2.0, stream=io.StringIO(), tty=False)
     summary = run_collector(
         consumer,
-        CollectSettings(TOPIC, quiet_s, timeout_s),
+        CollectSettings(TOPIC, quiet_s, timeout_s, lost_wait_s=lost_wait_s),
         tmp_path / "received.jsonl",
         tmp_path / "produced.jsonl",
         clock,
@@ -242,10 +244,17 @@ def view(done_s=None, quiet_since_s=0, missing=0):
             600,
             Stop("timeout", "the producer never finished (produced.jsonl did not appear)"),
         ),
+        # Missing ids keep an otherwise complete run open for lost_wait_s (20 s) of quiet only.
+        (view(done_s=5, quiet_since_s=10, missing=2), 29.9, None),
+        (view(done_s=5, quiet_since_s=10, missing=2), 30, Stop("complete")),
         (
-            view(done_s=5, quiet_since_s=10, missing=2),
+            view(done_s=5, quiet_since_s=304, missing=2),
             305,
-            Stop("drain_timeout", "2 acknowledged ids never arrived"),
+            Stop(
+                "drain_timeout",
+                "2 acknowledged ids never arrived; records were still arriving "
+                "(1.0 s without one, quiet_s is 10 s)",
+            ),
         ),
     ],
 )
@@ -325,7 +334,9 @@ def test_collector_times_out_and_reports_what_is_missing(tmp_path):
         (10, [(0, result(1)), (1, result(2))], lambda: write_produced(produced, [1, 2, 3, 4, 5])),
         (10, [(2, result(4))], None),
     ]
-    summary, rows, stop = collect_run(tmp_path, FakeConsumer(clock, steps), clock, timeout_s=30)
+    summary, rows, stop = collect_run(
+        tmp_path, FakeConsumer(clock, steps), clock, timeout_s=30, lost_wait_s=60
+    )
     assert summary["stop_reason"] == "timeout"
     # Checked after every poll: it stops within one poll timeout of timeout_s.
     assert 30_000 <= summary["end_ms"] - summary["start_ms"] < 30_000 + collect.POLL_MS
@@ -477,3 +488,21 @@ def test_a_ready_file_left_by_an_earlier_run_is_refused(tmp_path, capsys):
         collect.main(collect_args(tmp_path, **{"--ready-file": str(tmp_path / "collector.ready")}))
     assert exit_info.value.code == 2
     assert "collector.ready already exists" in capsys.readouterr().err
+
+
+def test_a_lossy_run_ends_complete_after_lost_wait_s_with_the_lost_ids_named(tmp_path):
+    clock = SimulatedClock()
+    produced = tmp_path / "produced.jsonl"
+    steps = [
+        (10, [(0, result(1)), (1, result(2))], lambda: write_produced(produced, [1, 2, 3, 4, 5])),
+        (10, [(2, result(4))], None),
+    ]
+    summary, _, stop = collect_run(
+        tmp_path, FakeConsumer(clock, steps), clock, timeout_s=600, lost_wait_s=15
+    )
+    assert summary["stop_reason"] == "complete"
+    assert (summary["missing"], summary["missing_ids"]) == (2, [3, 5])
+    # Ended lost_wait_s after the last record, not at the drain or absolute timeout.
+    assert 15_000 <= summary["end_ms"] - summary["last_recv_ms"] < 15_000 + collect.POLL_MS
+    assert summary["lost_wait_s"] == 15
+    assert collect.exit_code(summary, stop) == collect.EXIT_COMPLETE

@@ -60,7 +60,7 @@ def test_a_sample_taken_before_the_producer_finished_does_not_count():
     "state,now_s",
     [
         (view(sample(105), quiet_since_s=105), 114.9),  # a record came 9.9 s ago
-        (view(sample(105), missing=1), 200),  # an acked id has not arrived
+        (view(sample(105), missing=1), 119),  # an acked id has not arrived, within lost_wait_s
         (view(None, done_s=None, quiet_since_s=0), 200),  # the producer is still running
     ],
 )
@@ -95,3 +95,39 @@ def test_the_absolute_timeout_caps_a_producer_that_never_finishes():
 def test_without_a_group_committed_offsets_are_not_asked_for():
     settings = DrainSettings(quiet_s=10, timeout_s=900, drain_timeout_s=300)
     assert decide(view(None), 110 * SECOND, settings) == Stop("complete")
+
+
+def test_missing_ids_keep_a_committed_quiet_run_open_only_for_lost_wait_s():
+    settings = DrainSettings(
+        quiet_s=10,
+        timeout_s=900,
+        drain_timeout_s=300,
+        group=GROUP,
+        input_topic=TOPIC,
+        lost_wait_s=20,
+    )
+    lossy = view(sample(105), missing=7)
+    assert decide(lossy, int(119.9 * SECOND), settings) is None
+    assert shortfalls(lossy, int(119.9 * SECOND), settings) == ["7 acknowledged ids never arrived"]
+    # Nothing came for lost_wait_s after the group committed the end: the 7 are lost, and the
+    # run is complete (measured), in normal time rather than at the drain timeout.
+    assert decide(lossy, 120 * SECOND, settings) == Stop("complete")
+
+
+def test_missing_ids_never_end_a_run_whose_group_has_not_committed_the_end():
+    settings = DrainSettings(
+        quiet_s=10,
+        timeout_s=900,
+        drain_timeout_s=300,
+        group=GROUP,
+        input_topic=TOPIC,
+        lost_wait_s=20,
+    )
+    behind = view(sample(150, committed=(500, 350, 300)), missing=7)
+    assert decide(behind, 250 * SECOND, settings) is None
+    stop = decide(behind, (DONE_S + 300) * SECOND, settings)
+    assert stop == Stop(
+        "drain_timeout",
+        f"7 acknowledged ids never arrived; group {GROUP} has committed 50 records short of "
+        f"the end of {TOPIC} on partitions [1]",
+    )
