@@ -55,6 +55,13 @@ public final class Enrich {
         }
     }
 
+    /** The integer msg_id of a JSON object, or null for anything else. */
+    static Long msgId(String raw) {
+        ObjectNode node = parseObject(raw);
+        JsonNode msgId = node == null ? null : node.get("msg_id");
+        return msgId != null && msgId.canConvertToLong() && msgId.isIntegralNumber() ? msgId.asLong() : null;
+    }
+
     private static ObjectNode parseObject(String raw) {
         if (raw == null) {
             return null;

@@ -34,6 +34,8 @@ public final class ReadBack {
     public static final String KAFKA_SASL_MECHANISM = PREFIX + "kafka.sasl_mechanism";
     public static final String KAFKA_CLIENTS_VERSION = PREFIX + "kafka_clients_version";
     public static final String CONNECTOR_VERSION = PREFIX + "connector_version";
+    /** {@link DeliberateLoss}: every how many msg_ids the job drops on purpose ("0": none). */
+    public static final String TEST_DROP_EVERY = PREFIX + "test_drop_every";
     // Flink only.
     public static final String CHECKPOINT_INTERVAL_MS = PREFIX + "checkpoint_interval_ms";
     public static final String CHECKPOINTING_MODE = PREFIX + "checkpointing_mode";

@@ -10,7 +10,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.dag.Transformation;
 import org.apache.flink.configuration.Configuration;
@@ -57,16 +57,18 @@ public final class FlinkAtLeastOnceJob {
     /** Source -> enrich -> sink with equal parallelism and no repartitioning: one chained task. */
     static final String GROUPING_CHAINED = "forward (chained)";
 
-    private static final Set<String> OPTIONS = KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
-            "bootstrap", "input-topic", "output-topic", "group-id", "checkpoint-interval-s",
-            "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s")));
+    private static final Set<String> OPTIONS = DeliberateLoss.withOption(KafkaConnection.withOption(
+            SinkSettings.withOptions(Set.of(
+                    "bootstrap", "input-topic", "output-topic", "group-id", "checkpoint-interval-s",
+                    "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s"))));
 
     private FlinkAtLeastOnceJob() {}
 
     /** Parsed job options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId,
                    long checkpointIntervalS, Integer parallelism, int tolerableFailedCheckpoints,
-                   int restartAttempts, long restartDelayS, SinkSettings sink, KafkaConnection kafka) {
+                   int restartAttempts, long restartDelayS, SinkSettings sink, KafkaConnection kafka,
+                   DeliberateLoss loss) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -81,7 +83,8 @@ public final class FlinkAtLeastOnceJob {
                     args.getInt("restart-attempts", 1_000_000),
                     args.getLong("restart-delay-s", 2),
                     SinkSettings.from(args),
-                    KafkaConnection.from(args));
+                    KafkaConnection.from(args),
+                    DeliberateLoss.from(args));
             if (o.checkpointIntervalS <= 0) {
                 throw new IllegalArgumentException("--checkpoint-interval-s must be > 0");
             }
@@ -147,8 +150,9 @@ public final class FlinkAtLeastOnceJob {
         DataStream<KafkaRecord> input = env
                 .fromSource(source, WatermarkStrategy.noWatermarks(), "kafka-source")
                 .uid(SOURCE_UID);
+        EnrichFunction enrich = new EnrichFunction(options.loss());
         DataStream<KafkaRecord> enriched = input
-                .map(new EnrichFunction())
+                .flatMap(enrich)
                 .name("enrich")
                 .uid(ENRICH_UID);
         DataStreamSink<KafkaRecord> output = enriched.sinkTo(sink)
@@ -157,6 +161,7 @@ public final class FlinkAtLeastOnceJob {
 
         Map<String, String> settings = readBack(env, input.getTransformation(), enriched.getTransformation(),
                 output.getTransformation(), producerConfig(sink), commitsOnCheckpoint(source));
+        settings.put(ReadBack.TEST_DROP_EVERY, Long.toString(enrich.loss().every()));
         Map<String, String> parameters = new HashMap<>(env.getConfig().getGlobalJobParameters().toMap());
         parameters.putAll(settings);
         env.getConfig().setGlobalJobParameters(Configuration.fromMap(parameters));
@@ -257,10 +262,34 @@ public final class FlinkAtLeastOnceJob {
         }
     }
 
-    /** Adds engine/processed_ms; malformed values are wrapped, never thrown. */
-    static final class EnrichFunction implements MapFunction<KafkaRecord, KafkaRecord> {
+    /**
+     * Adds engine/processed_ms; malformed values are wrapped, never thrown. A record that {@link DeliberateLoss}
+     * drops is consumed without output: lost on purpose.
+     */
+    static final class EnrichFunction implements FlatMapFunction<KafkaRecord, KafkaRecord> {
+        private static final long serialVersionUID = 1L;
+        private final DeliberateLoss loss;
+
+        EnrichFunction() {
+            this(new DeliberateLoss(0));
+        }
+
+        EnrichFunction(DeliberateLoss loss) {
+            this.loss = loss;
+        }
+
+        DeliberateLoss loss() {
+            return loss;
+        }
+
         @Override
-        public KafkaRecord map(KafkaRecord in) {
+        public void flatMap(KafkaRecord in, Collector<KafkaRecord> out) {
+            if (!loss.drops(in.value)) {
+                out.collect(map(in));
+            }
+        }
+
+        KafkaRecord map(KafkaRecord in) {
             Enrich.Result out = Enrich.apply(ENGINE, in.key, in.value, System.currentTimeMillis());
             return new KafkaRecord(out.key, out.value);
         }

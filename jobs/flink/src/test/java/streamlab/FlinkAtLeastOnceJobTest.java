@@ -11,6 +11,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -33,6 +34,7 @@ import org.apache.flink.streaming.api.graph.StreamEdge;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.streaming.api.graph.StreamNode;
 import org.apache.flink.streaming.runtime.partitioner.ForwardPartitioner;
+import org.apache.flink.util.Collector;
 import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -166,6 +168,7 @@ class FlinkAtLeastOnceJobTest {
         expected.put("streamlab.restart_attempts", "1000000");
         expected.put("streamlab.restart_delay_ms", "2000");
         expected.put("streamlab.offset_commit", "on checkpoint completion");
+        expected.put("streamlab.test_drop_every", "0");
         assertEquals(expected, settings);
         assertEquals(expected, env.getConfig().getGlobalJobParameters().toMap());
 
@@ -202,6 +205,28 @@ class FlinkAtLeastOnceJobTest {
     }
 
     @Test
+    void deliberateLossDropsEveryNthIdAndIsReadBack() throws Exception {
+        FlinkAtLeastOnceJob.EnrichFunction enrich = new FlinkAtLeastOnceJob.EnrichFunction(new DeliberateLoss(2));
+        List<KafkaRecord> out = new ArrayList<>();
+        Collector<KafkaRecord> collector = new Collector<>() {
+            @Override
+            public void collect(KafkaRecord record) {
+                out.add(record);
+            }
+
+            @Override
+            public void close() {}
+        };
+        for (int id = 1; id <= 5; id++) {
+            enrich.flatMap(new KafkaRecord(null, "{\"msg_id\": " + id + "}"), collector);
+        }
+        assertEquals(List.of("1", "3", "5"), out.stream().map(r -> r.key).toList());
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        Map<String, String> settings = FlinkAtLeastOnceJob.build(env, FlinkAtLeastOnceJob.Options.parse(withOption("--test-drop-every", "2")));
+        assertEquals("2", settings.get("streamlab.test_drop_every"));
+    }
+
+    @Test
     void enrichFunctionRoundTrip() throws Exception {
         KafkaRecord out = new FlinkAtLeastOnceJob.EnrichFunction().map(new KafkaRecord(null, "{\"msg_id\": 3, \"sent_ms\": 10}"));
         JsonNode json = new ObjectMapper().readTree(out.value);
@@ -209,6 +234,13 @@ class FlinkAtLeastOnceJobTest {
         assertEquals("flink", json.get("engine").asText());
         assertTrue(json.get("processed_ms").asLong() >= 10);
         assertEquals(List.of(3, 10), List.of(json.get("msg_id").asInt(), json.get("sent_ms").asInt()));
+    }
+
+    private static String[] withOption(String name, String value) {
+        String[] argv = Arrays.copyOf(ARGS, ARGS.length + 2);
+        argv[ARGS.length] = name;
+        argv[ARGS.length + 1] = value;
+        return argv;
     }
 
     private static FlinkAtLeastOnceJob.Options parse(String... argv) {

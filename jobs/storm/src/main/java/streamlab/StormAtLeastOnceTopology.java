@@ -25,6 +25,7 @@ import org.apache.storm.kafka.spout.KafkaSpout;
 import org.apache.storm.kafka.spout.KafkaSpoutConfig;
 import org.apache.storm.kafka.spout.RecordTranslator;
 import org.apache.storm.policy.WaitStrategyPark;
+import org.apache.storm.topology.BasicBoltExecutor;
 import org.apache.storm.topology.BasicOutputCollector;
 import org.apache.storm.topology.OutputFieldsDeclarer;
 import org.apache.storm.topology.TopologyBuilder;
@@ -32,6 +33,7 @@ import org.apache.storm.topology.base.BaseBasicBolt;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
 import org.apache.storm.tuple.Values;
+import org.apache.storm.utils.Utils;
 import org.apache.storm.utils.VersionInfo;
 
 /**
@@ -61,10 +63,11 @@ public final class StormAtLeastOnceTopology {
     static final String WAIT_PARK = "park";
     static final String WAIT_PROGRESSIVE = "progressive";
 
-    private static final Set<String> OPTIONS = KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
-            "bootstrap", "input-topic", "output-topic", "group-id", "name", "workers", "spout-parallelism",
-            "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers", "offset-commit-period-ms",
-            "wait-strategy", "wait-park-us")));
+    private static final Set<String> OPTIONS = DeliberateLoss.withOption(KafkaConnection.withOption(
+            SinkSettings.withOptions(Set.of(
+                    "bootstrap", "input-topic", "output-topic", "group-id", "name", "workers", "spout-parallelism",
+                    "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers",
+                    "offset-commit-period-ms", "wait-strategy", "wait-park-us"))));
 
     private StormAtLeastOnceTopology() {}
 
@@ -72,7 +75,7 @@ public final class StormAtLeastOnceTopology {
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId, String name,
                    int workers, int spoutParallelism, int boltParallelism, int messageTimeoutS,
                    int maxSpoutPending, int ackers, long offsetCommitPeriodMs, String waitStrategy,
-                   long waitParkUs, SinkSettings sink, KafkaConnection kafka) {
+                   long waitParkUs, SinkSettings sink, KafkaConnection kafka, DeliberateLoss loss) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -95,7 +98,8 @@ public final class StormAtLeastOnceTopology {
                     args.getChoice("wait-strategy", WAIT_PARK, Set.of(WAIT_PARK, WAIT_PROGRESSIVE)),
                     args.getLong("wait-park-us", 100),
                     SinkSettings.from(args),
-                    KafkaConnection.from(args));
+                    KafkaConnection.from(args),
+                    DeliberateLoss.from(args));
             if (o.workers < 1 || o.spoutParallelism < 1 || o.boltParallelism < 1 || o.messageTimeoutS < 1
                     || o.maxSpoutPending < 1 || o.offsetCommitPeriodMs < 1) {
                 throw new IllegalArgumentException("counts, timeouts and periods must be >= 1");
@@ -156,6 +160,22 @@ public final class StormAtLeastOnceTopology {
     }
 
     /** The {@code streamlab.*} entries, each taken from the built topology, spout config, producer or conf. */
+    /**
+     * The deliberate-loss setting of the enrich bolt as it will be submitted: its serialised object, a
+     * BasicBoltExecutor around the EnrichBolt (whose field is private, so reflection).
+     */
+    static long loss(StormTopology topology) {
+        byte[] bytes = topology.get_bolts().get(ENRICH_ID).get_bolt_object().get_serialized_java();
+        BasicBoltExecutor executor = Utils.javaDeserialize(bytes, BasicBoltExecutor.class);
+        try {
+            Field bolt = BasicBoltExecutor.class.getDeclaredField("bolt");
+            bolt.setAccessible(true);
+            return ((EnrichBolt) bolt.get(executor)).loss.every();
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("cannot read the enrich bolt back from the topology", e);
+        }
+    }
+
     static Map<String, String> readBack(Map<String, Object> conf, StormTopology topology,
                                         KafkaSpoutConfig<?, ?> spoutConfig, Properties producerConfig) {
         Properties build = ReadBack.buildProperties(StormAtLeastOnceTopology.class);
@@ -174,6 +194,7 @@ public final class StormAtLeastOnceTopology {
         out.putAll(KafkaConnection.describe(producerConfig));
         // The KafkaBolt acks a tuple only in the producer callback of a successful write (fireAndForget=false).
         out.put(ReadBack.SINK_DELIVERY_GUARANTEE, ReadBack.AT_LEAST_ONCE);
+        out.put(ReadBack.TEST_DROP_EVERY, Long.toString(loss(topology)));
         out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
         out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));
         out.put(ReadBack.OFFSET_COMMIT_PERIOD_MS, Long.toString(spoutConfig.getOffsetsCommitPeriodMs()));
@@ -277,7 +298,7 @@ public final class StormAtLeastOnceTopology {
         builder.setSpout(SPOUT_ID, new KafkaSpout<>(spoutConfig), options.spoutParallelism());
         // Local-or-shuffle on both edges: a tuple stays in its worker when that worker runs the next component
         // (as Flink's chained source -> map -> sink does), and only crosses workers when it does not.
-        builder.setBolt(ENRICH_ID, new EnrichBolt(), options.boltParallelism())
+        builder.setBolt(ENRICH_ID, new EnrichBolt(options.loss()), options.boltParallelism())
                 .localOrShuffleGrouping(SPOUT_ID);
         builder.setBolt(SINK_ID, sink, options.boltParallelism())
                 .localOrShuffleGrouping(ENRICH_ID);
@@ -302,16 +323,26 @@ public final class StormAtLeastOnceTopology {
 
     /**
      * Adds engine/processed_ms. BaseBasicBolt anchors the emitted tuple to the input and acks the input when
-     * execute returns; malformed values are wrapped by {@link Enrich}, never thrown.
+     * execute returns; malformed values are wrapped by {@link Enrich}, never thrown. A record that
+     * {@link DeliberateLoss} drops is acked without an emit: lost on purpose.
      */
     static final class EnrichBolt extends BaseBasicBolt {
         private static final long serialVersionUID = 1L;
         static final String KEY = FieldNameBasedTupleToKafkaMapper.BOLT_KEY;
         static final String MESSAGE = FieldNameBasedTupleToKafkaMapper.BOLT_MESSAGE;
+        private final DeliberateLoss loss;
+
+        EnrichBolt(DeliberateLoss loss) {
+            this.loss = loss;
+        }
 
         @Override
         public void execute(Tuple input, BasicOutputCollector collector) {
-            collector.emit(process(input.getStringByField("key"), input.getStringByField("value")));
+            String value = input.getStringByField("value");
+            if (loss.drops(value)) {
+                return;
+            }
+            collector.emit(process(input.getStringByField("key"), value));
         }
 
         static Values process(String key, String value) {

@@ -150,6 +150,7 @@ class StormAtLeastOnceTopologyTest {
         expected.put("streamlab.kafka.security_protocol", "PLAINTEXT");
         expected.put("streamlab.kafka.sasl_mechanism", "(none)");
         expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
+        expected.put("streamlab.test_drop_every", "0");
         expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
         expected.put("streamlab.connector_version", VersionInfo.getVersion());
         expected.put("streamlab.offset_commit_period_ms", "5000");
@@ -169,6 +170,16 @@ class StormAtLeastOnceTopologyTest {
         assertEquals(4 + WAIT_KEYS.size() + expected.size(), conf.size());
         assertTrue(Utils.isValidConf(conf));
         ConfigValidation.validateTopoConf(conf);
+    }
+
+    @Test
+    void deliberateLossIsReadBackFromTheSubmittedBoltAndAcksWithoutEmitting() {
+        StormAtLeastOnceTopology.Options o = parse(append(ARGS, "--test-drop-every", "3"));
+        StormAtLeastOnceTopology.Submission submission = StormAtLeastOnceTopology.build(o);
+        assertEquals("3", submission.config().get("streamlab.test_drop_every"));
+        assertEquals(3, StormAtLeastOnceTopology.loss(submission.topology()));
+        assertTrue(o.loss().drops("{\"msg_id\": 6}"));
+        assertFalse(o.loss().drops("{\"msg_id\": 7}"));
     }
 
     @Test
