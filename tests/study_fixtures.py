@@ -40,8 +40,9 @@ def fake_kit(root: Path, faults: tuple[str, ...] = FAULT_TYPES) -> Kit:
 
 class FakeExperiment:
     """Writes what a run of the experiment leaves: run.json (complete unless told otherwise)
-    and summary.json. `outcome(run, call)` may return "complete", "incomplete", "nothing" (the
-    playbook died before recording), "raise" or "interrupt" (Ctrl-C in the middle of the run)."""
+    and summary.json. `outcome(run, call)` may return "complete", "lossy" (complete, 7 acked
+    messages lost), "incomplete", "nothing" (the playbook died before recording), "raise" or
+    "interrupt" (Ctrl-C in the middle of the run)."""
 
     def __init__(
         self, results_dir: Path, outcome: Callable[[PlannedRun, int], str] | None = None
@@ -68,12 +69,22 @@ class FakeExperiment:
             raise KeyboardInterrupt
         if outcome == "nothing":
             return ExperimentResult(rc=2, output_tail="fatal: [node1]: UNREACHABLE!\n")
+        # "lossy": a complete run that lost 7 acknowledged messages (its verdict failed).
+        lost = 7 if outcome == "lossy" else 0
+        status = "complete" if outcome == "lossy" else outcome
         record = {
             "run_id": run.run_id,
             "engine": run.engine,
             "fault": run.fault,
-            "status": outcome,
-            "incomplete_reasons": [] if outcome == "complete" else ["the drain timed out"],
+            "status": status,
+            "incomplete_reasons": [] if status == "complete" else ["the drain timed out"],
+            "verdict": {
+                "guarantee": "at_least_once",
+                "holds": (lost == 0) if status == "complete" else None,
+                "lost": lost,
+                "duplicate_records": 0,
+                "reason": "at-least-once " + ("violated" if lost else "held"),
+            },
             "parameters": dict(run.parameters),
         }
         (run_dir / "run.json").write_text(json.dumps(record))
@@ -81,7 +92,8 @@ class FakeExperiment:
             **record,
             "produced": run.parameters.get("count", 1000),
             "duplicate_rate": 0.001 * len(self.calls),
-            "loss_rate": 0.0,
+            "lost": lost,
+            "loss_rate": lost / run.parameters.get("count", 1000),
             "latency_ms": {"p50": 20, "p99": 100 + len(self.calls), "p99.9": 300},
             "faults": [{"stall_s": 2.0, "recovery_s": 5.0 + len(self.calls)}],
         }

@@ -222,3 +222,61 @@ def test_each_engine_hosts_log_tail_is_kept_and_an_unreached_host_says_so(run_di
     assert (logs / "node1.log").read_text() == "line 1\nline 2\n"
     assert (logs / "node2.log").read_text() == "(host unreachable when the run was recorded)\n"
     assert sorted(p.name for p in logs.iterdir()) == ["node1.log", "node2.log"]
+
+
+def test_a_complete_run_that_lost_acknowledged_messages_is_complete_with_a_failed_verdict(
+    run_dir,
+):
+    summary = json.loads((run_dir / "received.summary.json").read_text())
+    summary |= {"acked": 10, "unique": 7, "missing": 3, "duplicates": 1}
+    (run_dir / "received.summary.json").write_text(json.dumps(summary))
+    lines = write(run_dir, facts())
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "complete" and record["incomplete_reasons"] == []
+    assert record["verdict"] == {
+        "guarantee": "at_least_once",
+        "holds": False,
+        "lost": 3,
+        "duplicate_records": 1,
+        "reason": "at-least-once violated: 3 of 10 acknowledged messages lost",
+    }
+    first = json.loads((run_dir / "first-summary.json").read_text())
+    assert first["verdict"] == record["verdict"]
+    assert lines[0].startswith(
+        "run r1 (flink, fault=none): complete, AT-LEAST-ONCE VIOLATED: 3 OF 10 ACKNOWLEDGED"
+    )
+
+
+def test_a_complete_run_without_loss_holds_at_least_once_whatever_its_duplicates(run_dir):
+    summary = json.loads((run_dir / "received.summary.json").read_text())
+    (run_dir / "received.summary.json").write_text(json.dumps(summary | {"acked": 10}))
+    lines = write(run_dir, facts())
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["verdict"]["holds"] is True
+    assert record["verdict"]["reason"] == "at-least-once held: 0 of 10 acknowledged messages lost"
+    assert "at-least-once held" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "guarantee,lost,duplicates,holds",
+    [
+        ("at_least_once", 0, 5, True),
+        ("at_least_once", 1, 0, False),
+        ("at_most_once", 4, 0, True),
+        ("at_most_once", 0, 1, False),
+        ("exactly_once", 0, 0, True),
+        ("exactly_once", 0, 1, False),
+        ("exactly_once", 1, 0, False),
+    ],
+)
+def test_each_guarantee_forbids_what_it_promises_never_happens(guarantee, lost, duplicates, holds):
+    received = {"acked": 10, "missing": lost, "duplicates": duplicates}
+    judged = run_record.verdict(guarantee, "complete", received)
+    assert judged["holds"] is holds
+    assert (judged["lost"], judged["duplicate_records"]) == (lost, duplicates)
+
+
+def test_an_incomplete_run_is_not_judged(run_dir):
+    judged = run_record.verdict("at_least_once", "incomplete", {"missing": 3, "duplicates": 0})
+    assert judged["holds"] is None
+    assert judged["reason"] == "at-least-once not judged: the run is incomplete"

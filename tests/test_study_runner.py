@@ -108,6 +108,26 @@ def test_an_incomplete_run_is_repeated_and_kept(tmp_path, kit):
     assert json.loads((moved / "run.json").read_text())["status"] == "incomplete"
 
 
+def test_a_run_whose_guarantee_failed_counts_in_its_group_and_is_never_repeated(tmp_path, kit):
+    results = tmp_path / "results"
+    the_plan = sweep_plan(kit)
+    lossy = the_plan.runs[1].run_id
+    experiment = FakeExperiment(
+        results, lambda run, call: "lossy" if run.run_id == lossy else "complete"
+    )
+    runner, _ = make_runner(the_plan, kit, results, experiment)
+    outcome = runner.run()
+    assert outcome.finished and lossy in outcome.complete
+    assert experiment.calls.count(lossy) == 1
+    record = load_record(results / "sweep")
+    entry = next(r for r in record["runs"] if r["run_id"] == lossy)
+    assert entry["status"] == "complete"
+    verdict = entry["attempts"][0]["verdict"]
+    assert (verdict["holds"], verdict["lost"]) == (False, 7)
+    # Every attempt keeps its verdict, so a study's loss covers all of them.
+    assert all(r["attempts"][0]["verdict"] is not None for r in record["runs"])
+
+
 def test_failures_are_recorded_and_the_study_stops_at_the_limit(tmp_path, kit):
     results = tmp_path / "results"
     the_plan = sweep_plan(kit)
@@ -199,7 +219,7 @@ def test_the_forecast_counts_the_analysis_of_every_complete_run_without_a_summar
 def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
     results = tmp_path / "results"
     study = spec.load(STUDIES / "checkpoint-interval.yml", kit)
-    the_plan = plan.make_plan(study, kit, 0.1, order_seed=5)
+    the_plan = plan.make_plan(study, kit, 0.25, order_seed=5)
     broken = the_plan.runs[4].run_id
     experiment = FakeExperiment(
         results, lambda run, call: "incomplete" if run.run_id == broken else "complete"
@@ -226,23 +246,23 @@ def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
 
     report = write_report(the_plan, results, outcome, summarize_runs)
     assert summarised == [unsummarised]
-    study_dir = results / "checkpoint-interval-scale0p1"
+    study_dir = results / "checkpoint-interval-scale0p25"
     assert report == study_dir / "report.md"
     text = report.read_text()
-    assert text.startswith("# Study checkpoint-interval-scale0p1")
-    assert "**Scale 0.1**" in text
-    assert "| parameters.checkpoint_interval_s | 300 | 30 |" in text
-    assert "| advice.mtbf_s | 600 | 60 |" in text
+    assert text.startswith("# Study checkpoint-interval-scale0p25")
+    assert "**Scale 0.25**" in text
+    assert "| parameters.checkpoint_interval_s | 300 | 75 |" in text
+    assert "| advice.mtbf_s | 600 | 150 |" in text
     assert "Complete: 8 of 9 runs (the comparison covers those)." in text
     assert f"| {broken} | incomplete | 1 | the drain timed out |" in text
     assert "## Comparison" in text and "![duplicate_rate.png](plots/duplicate_rate.png)" in text
-    # The advice at the scaled failure rate: c = 0.778 s, M = 60 s.
+    # The advice at the scaled failure rate: c = 0.778 s, M = 150 s.
     assert "## Checkpoint interval advice" in text
     advice = json.loads((study_dir / "advice.json").read_text())
     assert advice["checkpoint_cost_s"] == pytest.approx(0.778)
-    assert advice["mtbf_s"] == pytest.approx(60)
-    assert advice["young_daly_s"] == pytest.approx((2 * 0.778 * 60) ** 0.5)
-    assert sorted(r["interval_s"] for r in advice["measured"]) == [1, 3, 30]
+    assert advice["mtbf_s"] == pytest.approx(150)
+    assert advice["young_daly_s"] == pytest.approx((2 * 0.778 * 150) ** 0.5)
+    assert sorted(r["interval_s"] for r in advice["measured"]) == [1, 8, 75]
     csv_rows = (study_dir / "comparison.csv").read_text().splitlines()
     assert len([row for row in csv_rows if ",run," in row]) == 8
 

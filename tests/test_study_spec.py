@@ -73,16 +73,17 @@ def test_smoke_spec_expands_to_exactly_its_runs(kit):
     assert extravars["run_id"] == first.run_id and extravars["results_dir"] == "/r"
 
 
-def test_flink_vs_storm_spec_expands_to_18_runs(kit):
+def test_flink_vs_storm_spec_expands_to_27_runs(kit):
     study = spec.load(STUDIES / "flink-vs-storm.yml", kit)
     runs = plan.expand(study, kit, "flink-vs-storm")
-    assert len(runs) == 2 * 3 * 3
-    assert len({r.run_id for r in runs}) == 18
+    # Flink: 3 intervals x 2 faults (the reference's orderly stop and a kill); Storm: 3 timeouts.
+    assert len(runs) == (3 * 2 + 3) * 3
+    assert len({r.run_id for r in runs}) == 27
     flink = [r for r in runs if r.engine == "flink"]
     storm = [r for r in runs if r.engine == "storm"]
     assert sorted({r.parameters["checkpoint_interval_s"] for r in flink}) == [5, 30, 60]
     assert sorted({r.parameters["storm_message_timeout_s"] for r in storm}) == [5, 30, 60]
-    assert {r.fault for r in flink} == {"kill_taskmanager"}
+    assert {r.fault for r in flink} == {"stop_taskmanager", "kill_taskmanager"}
     assert {r.fault for r in storm} == {"kill_supervisor"}
     assert sorted({r.repetition for r in runs}) == [1, 2, 3]
     assert all(r.parameters["count"] == 200000 and r.parameters["rate"] == 2000 for r in runs)
@@ -98,19 +99,24 @@ def test_checkpoint_interval_spec_and_its_scale(kit):
     assert {(r.parameters["fault_every_s"], r.parameters["fault_count"]) for r in full.runs} == {
         (600, 3)
     }
-    small = plan.make_plan(study, kit, 0.1, order_seed=7)
-    assert small.study == "checkpoint-interval-scale0p1"
-    assert all(r.run_id.startswith("checkpoint-interval-scale0p1-flink-") for r in small.runs)
-    assert sorted({r.parameters["checkpoint_interval_s"] for r in small.runs}) == [1, 3, 30]
+    small = plan.make_plan(study, kit, 0.25, order_seed=7)
+    assert small.study == "checkpoint-interval-scale0p25"
+    assert all(r.run_id.startswith("checkpoint-interval-scale0p25-flink-") for r in small.runs)
+    assert sorted({r.parameters["checkpoint_interval_s"] for r in small.runs}) == [1, 8, 75]
     one = small.runs[0].parameters
-    assert one["count"] == study.parameters["count"][0] // 10
-    assert (one["fault_at_s"], one["fault_every_s"], one["fault_count"]) == (60, 60, 3)
+    assert one["count"] == study.parameters["count"][0] // 4
+    assert (one["fault_at_s"], one["fault_every_s"], one["fault_count"]) == (150, 150, 3)
     # Timeouts that guard the measurement keep their value.
     assert one["drain_timeout_s"] == study.parameters["drain_timeout_s"][0]
-    assert small.spec.advice is not None and small.spec.advice.mtbf_s == pytest.approx(60)
+    assert small.spec.advice is not None and small.spec.advice.mtbf_s == pytest.approx(150)
     scaled = {(v.key, v.before): v.after for v in small.scaled}
     assert scaled[("parameters.checkpoint_interval_s", 5)] == 1
-    assert scaled[("faults[0].fault_every_s", 600)] == 60
+    assert scaled[("faults[0].fault_every_s", 600)] == 150
+    # Scaled further, the run would end too soon after its last fault to show the recovery
+    # (recovery_window_s is not scaled: an engine does not recover faster in a shorter study).
+    with pytest.raises(SpecError) as too_short:
+        plan.make_plan(study, kit, 0.1, order_seed=7)
+    assert "recovery_window_s=60" in str(too_short.value)
     with pytest.raises(SpecError) as refused:
         plan.make_plan(study, kit, 0.01, order_seed=7)
     assert refused.value.key == "parameters.checkpoint_interval_s"
@@ -209,7 +215,9 @@ parameters:
             ["end 31 s after the producer's start", "sends for 20 s"],
         ),
         (
-            BASE + "faults:\n  - {fault: node_down, fault_at_s: 5, duration_s: 5}\n"
+            # recovery_window_s: 0, so that the names are what is checked, not these short runs.
+            BASE + "  recovery_window_s: 0\n"
+            "faults:\n  - {fault: node_down, fault_at_s: 5, duration_s: 5}\n"
             "  - {fault: node_down, fault_at_s: 5, duration_s: 9}\n",
             "faults[1]",
             ["same run names as faults[0]", "label"],
@@ -235,7 +243,8 @@ def test_labels_tell_faults_of_one_type_apart(tmp_path, kit):
     study = load_text(
         tmp_path,
         kit,
-        BASE + "faults:\n"
+        BASE + "  recovery_window_s: 0\n"
+        "faults:\n"
         "  - {fault: node_down, fault_at_s: 5, duration_s: 5, label: short-outage}\n"
         "  - {fault: node_down, fault_at_s: 5, duration_s: 9}\n"
         "  - {fault: network_delay, fault_at_s: 5, delay_ms: [50, 200]}\n",
@@ -261,3 +270,23 @@ def test_unreadable_or_invalid_yaml_is_refused(tmp_path, kit):
         spec.load(tmp_path / "missing.yml", kit)
     with pytest.raises(SpecError, match="not valid YAML"):
         load_text(tmp_path, kit, "engines: [flink\n")
+
+
+def test_a_schedule_that_leaves_less_than_recovery_window_s_is_refused_naming_it(kit, tmp_path):
+    path = tmp_path / "short.yml"
+    path.write_text(
+        "description: too short after the fault\n"
+        "engines: [flink]\n"
+        "parameters: {count: 30000, rate: 1000}\n"
+        "faults:\n"
+        "  - {fault: kill_taskmanager, fault_at_s: 10, duration_s: 5}\n"
+    )
+    study = spec.load(path, kit)
+    with pytest.raises(spec.SpecError) as refused:
+        plan.make_plan(study, kit, 1.0, order_seed=1)
+    message = str(refused.value)
+    assert "faults[0].fault_at_s" in message and "recovery_window_s=60" in message
+    assert "leaving 15 s" in message and "Raise count to at least 75,000" in message
+    # The same schedule with the window it leaves is accepted.
+    path.write_text(path.read_text().replace("count: 30000", "count: 75000"))
+    assert len(plan.make_plan(spec.load(path, kit), kit, 1.0, order_seed=1).runs) == 1

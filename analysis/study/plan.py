@@ -19,7 +19,11 @@ from analysis.study.kit import Kit
 from analysis.study.spec import AdviceSpec, FaultSpec, Scalar, SpecError, StudySpec
 
 # Timeouts that guard a measurement rather than shape it: --scale leaves them alone.
-UNSCALED_DURATIONS = frozenset({"probe_timeout_s", "quiet_s", "drain_timeout_s"})
+# Durations that guard a measurement rather than shape the run: a shorter study does not make an
+# engine recover, or a drain settle, any faster.
+UNSCALED_DURATIONS = frozenset(
+    {"probe_timeout_s", "quiet_s", "drain_timeout_s", "lost_wait_s", "recovery_window_s"}
+)
 # Settings that set how long a run produces (with `rate`): --scale shortens `count`.
 SCALED_COUNT = "count"
 # After the producer, the drain waits until the job's consumer group committed the whole input:
@@ -241,6 +245,17 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
             f"{run.run_id}: warmup_s={warmup} covers the whole run ({length} s of messages): "
             "lower warmup_s or raise count",
         )
+    lost_wait, drain_timeout = (
+        setting(run, kit, "lost_wait_s"),
+        setting(run, kit, "drain_timeout_s"),
+    )
+    if lost_wait is not None and drain_timeout is not None and lost_wait >= drain_timeout:
+        raise SpecError(
+            spec.source,
+            "parameters.lost_wait_s" if "lost_wait_s" in spec.parameters else "parameters",
+            f"{run.run_id}: lost_wait_s={lost_wait:g} must be shorter than "
+            f"drain_timeout_s={drain_timeout:g}, or a lossy run could never end complete",
+        )
     if run.fault == "none":
         return
     # The experiment's own rule (roles/experiment/tasks/validate.yml): every fault, undo
@@ -257,6 +272,17 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
             f"duration_s={setting(run, kit, 'duration_s'):g}, one every {every:g} s) end "
             f"{span:g} s after the producer's start, but it sends for {length} s: schedule "
             "them earlier, shorten them or raise count",
+        )
+    window = setting(run, kit, "recovery_window_s") or 0
+    if length - span < window:
+        needed = math.ceil((span + window) * setting(run, kit, "rate"))
+        raise SpecError(
+            spec.source,
+            f"{fault.key}.fault_at_s",
+            f"{run.run_id}: the last fault ends {span:g} s into a run that sends for {length} s, "
+            f"leaving {length - span:g} s, less than recovery_window_s={window:g}: the run may "
+            f"not show the recovery. Raise count to at least {needed:,}, start the fault earlier "
+            "(fault_at_s), or lower recovery_window_s (0 turns this check off)",
         )
 
 

@@ -75,6 +75,9 @@ class Attempt:
     log: str | None = None
     # Where the run's earlier, incomplete result directory was moved before this attempt.
     moved_aside: str | None = None
+    # run.json's verdict (guarantee, holds, lost, duplicate_records, reason): kept for every
+    # attempt, so that a study reports loss over all of them, runs moved aside included.
+    verdict: dict[str, Any] | None = None
 
 
 @dataclass
@@ -339,6 +342,7 @@ class StudyRunner:
             rc=result.rc,
             log=result.log,
             moved_aside=moved,
+            verdict=record.get("verdict") if record is not None else None,
         )
 
     def forecast(self, todo: Sequence[PlannedRun]) -> Forecast:

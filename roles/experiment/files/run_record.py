@@ -217,6 +217,44 @@ def incomplete_reasons(
     return reasons
 
 
+# What each delivery guarantee forbids: loss of an acknowledged message, a second delivery, or both.
+GUARANTEE_FORBIDS = {
+    "at_most_once": ("duplicates",),
+    "at_least_once": ("loss",),
+    "exactly_once": ("loss", "duplicates"),
+}
+
+
+def verdict(guarantee: str, status: str, received: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Whether the run kept its delivery guarantee, from the collector's exact tally.
+
+    holds is None when the run is incomplete (nothing measured to judge) or the guarantee is
+    unknown; a run whose guarantee did not hold is still complete and counted like any other."""
+    received = received or {}
+    lost, duplicates = received.get("missing"), received.get("duplicates")
+    acknowledged = received.get("acked")
+    name = guarantee.replace("_", "-")
+    base = {"guarantee": guarantee, "lost": lost, "duplicate_records": duplicates}
+    forbids = GUARANTEE_FORBIDS.get(guarantee)
+    if forbids is None:
+        return base | {"holds": None, "reason": f"{guarantee} is not a guarantee the kit judges"}
+    if status != "complete" or not isinstance(lost, int) or not isinstance(duplicates, int):
+        return base | {"holds": None, "reason": f"{name} not judged: the run is incomplete"}
+    broken = []
+    if "loss" in forbids and lost:
+        broken.append(f"{lost:,} of {figure(acknowledged)} acknowledged messages lost")
+    if "duplicates" in forbids and duplicates:
+        broken.append(f"{duplicates:,} duplicate records")
+    if broken:
+        return base | {"holds": False, "reason": f"{name} violated: " + "; ".join(broken)}
+    kept = []
+    if "loss" in forbids:
+        kept.append(f"0 of {figure(acknowledged)} acknowledged messages lost")
+    if "duplicates" in forbids:
+        kept.append("0 duplicate records")
+    return base | {"holds": True, "reason": f"{name} held: " + "; ".join(kept)}
+
+
 def first_summary(
     record: Mapping[str, Any],
     produced: Mapping[str, Any] | None,
@@ -230,6 +268,7 @@ def first_summary(
         "fault": record["fault"],
         "status": record["status"],
         "incomplete_reasons": record["incomplete_reasons"],
+        "verdict": record.get("verdict"),
         "acknowledged": produced.get("acked"),
         "received": received.get("received"),
         "unique": received.get("unique"),
@@ -254,9 +293,15 @@ def figure(value: Any, unit: str = "") -> str:
 
 
 def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
+    judged = summary.get("verdict") or {}
+    # A violated guarantee is shouted: it is the finding a run exists to show.
+    reason = judged.get("reason") or ""
+    verdict_text = (
+        f", {reason.upper() if judged.get('holds') is False else reason}" if reason else ""
+    )
     lines = [
         f"run {summary['run_id']} ({summary['engine']}, fault={summary['fault']}): "
-        f"{summary['status']} - {result_dir}"
+        f"{summary['status']}{verdict_text} - {result_dir}"
     ]
     lines += [f"  incomplete: {reason}" for reason in summary["incomplete_reasons"]]
     lines.append(
@@ -308,12 +353,15 @@ def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
         if name in settings:
             versions[f"{facts['engine']}_{name.removesuffix('_version')}"] = str(settings[name])
     reasons = incomplete_reasons(result_dir, facts, received)
+    status = "incomplete" if reasons else "complete"
+    guarantee = str((facts.get("parameters") or {}).get("guarantee") or "at_least_once")
     return {
         "run_id": facts["run_id"],
         "engine": facts["engine"],
         "fault": facts["fault"],
-        "status": "incomplete" if reasons else "complete",
+        "status": status,
         "incomplete_reasons": reasons,
+        "verdict": verdict(guarantee, status, received),
         "parameters": facts["parameters"],
         "settings": settings,
         "settings_read_from": sources,
