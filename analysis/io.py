@@ -75,9 +75,11 @@ PRODUCED_SCHEMA = RecordSchema(
         "intended_ms": T.LongType(),
         "sent_ms": T.LongType(),
         "acked": T.BooleanType(),
+        # The input-topic partition Kafka acknowledged the message in; older runs lack it.
+        "partition": T.LongType(),
     },
     required=("intended_ms", "acked"),
-    expected="msg_id, intended_ms, sent_ms: integers; acked: true or false",
+    expected="msg_id, intended_ms, sent_ms: integers; acked: true or false; partition: integer",
 )
 RECEIVED_SCHEMA = RecordSchema(
     fields={

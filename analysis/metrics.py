@@ -23,14 +23,16 @@ PLOT_PERCENTILES = [0.5, 0.99]
 def messages(produced: DataFrame, received: DataFrame) -> DataFrame:
     """One row per msg_id in either file, persisted.
 
-    intended_ms, sent_ms, acked and lines (produced.jsonl lines of the id) are null for ids
-    that were never produced; first_recv_ms and deliveries (records of the id) are null for
-    ids never received.
+    intended_ms, sent_ms, acked, input_partition (the input-topic partition of its
+    acknowledged line; null for runs recorded before produced.jsonl had it) and lines
+    (produced.jsonl lines of the id) are null for ids that were never produced; first_recv_ms
+    and deliveries (records of the id) are null for ids never received.
     """
     by_id = produced.groupBy("msg_id").agg(
         F.min("intended_ms").alias("intended_ms"),
         F.min(F.coalesce("sent_ms", "intended_ms")).alias("sent_ms"),
         F.max("acked").alias("acked"),
+        F.min(F.when(F.col("acked"), F.col("partition"))).alias("input_partition"),
         F.count(F.lit(1)).alias("lines"),
     )
     deliveries = (
@@ -74,6 +76,8 @@ class Totals:
     unacked_received: int
     received_not_produced: int
     repeated_produced_lines: int
+    # Acknowledged messages whose produced.jsonl line has the input partition.
+    with_partition: int
     first_intended_ms: int | None
     last_intended_ms: int | None
 
@@ -90,6 +94,7 @@ def totals(table: DataFrame) -> Totals:
         F.count_if(received & ~F.coalesce(acked, F.lit(False))).alias("unacked_received"),
         F.count_if(received & F.col("lines").isNull()).alias("received_not_produced"),
         F.coalesce(F.sum(F.col("lines") - 1), F.lit(0)).alias("repeated_produced_lines"),
+        F.count_if(acked & F.col("input_partition").isNotNull()).alias("with_partition"),
         F.min("intended_ms").alias("first_intended_ms"),
         F.max("intended_ms").alias("last_intended_ms"),
     ).first()

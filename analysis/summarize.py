@@ -13,9 +13,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from analysis import engine, faults, histogram, io, metrics, plots, report, session
+from analysis import (
+    engine,
+    faults,
+    histogram,
+    io,
+    metrics,
+    plots,
+    recovery,
+    report,
+    session,
+    steady,
+    verdict,
+)
 
 SUMMARY = "summary.json"
 FORMAT_VERSION = 1
@@ -71,6 +83,57 @@ def _ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+def _with_evidence(
+    entry: dict[str, Any],
+    timeline: dict[str, Any],
+    samples: list[recovery.BacklogSample],
+    duplicates: int,
+    rate: float | None,
+    inputs: RunInputs,
+) -> dict[str, Any]:
+    """A fault's entry with what the engine's own samples and the duplicates tell about it."""
+    start = entry["start_ms"]
+    first_output = entry["first_output_s"]
+    output_ms = None if first_output is None else start + round(first_output * metrics.MS_PER_S)
+    age, age_note = (
+        recovery.checkpoint_age(inputs.run_dir, inputs.run, start)
+        if inputs.run["engine"] == "flink"
+        else (None, None)
+    )
+    details = entry.pop("details")
+    entry |= recovery.health_times(timeline, start)
+    entry |= recovery.caught_up(samples, start, output_ms)
+    entry |= {
+        "duplicate_records": duplicates,
+        "replayed_s": duplicates / rate if rate else None,
+        "checkpoint_age_s": age,
+        "checkpoint_age_note": age_note,
+        "details": details,
+        "engine_timeline": timeline,
+    }
+    return entry
+
+
+def _steady_state(
+    table: DataFrame,
+    totals: metrics.Totals,
+    origin: int,
+    warmup_from: int,
+    starts: list[int],
+    samples: list[recovery.BacklogSample],
+    rate: float | None,
+) -> dict[str, Any]:
+    """steady_state, detected over the run before its first fault (or to its end)."""
+    if totals.last_intended_ms is None:
+        end, received_before = origin, None
+    elif starts:
+        end = received_before = min(starts)
+    else:
+        end, received_before = totals.last_intended_ms + 1, None
+    windows = steady.window_p50s(table, origin, end, received_before)
+    return steady.detect(windows, samples, end, warmup_from, rate)
+
+
 def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plots.PlotData]:
     """Every figure of the run (docs/metrics.md) and the data of its plots."""
     started = time.monotonic()
@@ -108,16 +171,31 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         per_second_latency = metrics.latency_per_second(table, origin)
         collection_end = _collection_end_ms(inputs)
         fault_list = inputs.faults or []
-        timelines = engine.timelines(
-            inputs.run_dir, inputs.run, [fault["start_ms"] for fault in fault_list]
+        starts = [fault["start_ms"] for fault in fault_list]
+        timelines = engine.timelines(inputs.run_dir, inputs.run, starts)
+        samples = recovery.lag_samples(inputs.run_dir)
+        rate, rate_source = recovery.input_rate(
+            inputs.run, totals.produced, totals.first_intended_ms, totals.last_intended_ms
         )
+        duplicates_before, duplicates_per_fault = faults.duplicates_by_fault(received.frame, starts)
         fault_entries = []
-        for fault, timeline in zip(fault_list, timelines, strict=True):
+        for fault, timeline, duplicates in zip(
+            fault_list, timelines, duplicates_per_fault, strict=True
+        ):
             entry = faults.fault_figures(
-                spark, table, received.frame, fault, totals.last_intended_ms, collection_end
+                spark,
+                table,
+                received.frame,
+                fault,
+                totals.last_intended_ms,
+                collection_end,
+                has_partitions=totals.with_partition > 0,
             )
-            entry["engine_timeline"] = timeline
-            fault_entries.append(entry)
+            fault_entries.append(_with_evidence(entry, timeline, samples, duplicates, rate, inputs))
+        steady_state = _steady_state(table, totals, origin, steady_from, starts, samples, rate)
+        latency_phases = steady.phases(
+            table, steady_state["from_ms"], fault_entries, totals.last_intended_ms
+        )
     finally:
         table.unpersist()
         produced.release()
@@ -149,16 +227,24 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         "loss_rate": _ratio(totals.lost, totals.produced),
         "duplicate_records": duplicate_records,
         "duplicate_rate": _ratio(duplicate_records, totals.produced),
+        "duplicates_before_faults": duplicates_before,
+        "input_rate_per_s": rate,
+        "input_rate_source": rate_source,
         "duplicated_messages": totals.duplicated_messages,
         "duplicated_messages_rate": _ratio(totals.duplicated_messages, totals.produced),
         "unacked_received": totals.unacked_received,
         "received_not_produced": totals.received_not_produced,
+        "verdict": verdict.verdict(
+            verdict.run_guarantee(inputs.run), totals.produced, totals.lost, duplicate_records
+        ),
         "first_intended_ms": totals.first_intended_ms,
         "last_intended_ms": totals.last_intended_ms,
         "warmup_s": inputs.warmup_s,
         "steady_from_ms": steady_from,
         "latency_ms": latency,
         "latency_parts_ms": latency_parts,
+        "steady_state": steady_state,
+        "latency_phases": latency_phases,
         "throughput": {
             "produced_per_s": produced_s.describe(),
             "received_per_s": delivered_s.describe(),

@@ -32,16 +32,25 @@ class RunDir:
         self.received_lines: list[str] = []
         self.fault_lines: list[str] = []
         self.collection_end_ms: int | None = None
+        # engine/ files: name -> a JSON value, or a list of objects for a .jsonl file.
+        self.engine_files: dict[str, Any] = {}
 
     def produce(
-        self, msg_id: int, intended_ms: int, acked: bool = True, sent_ms: int | None = None
+        self,
+        msg_id: int,
+        intended_ms: int,
+        acked: bool = True,
+        sent_ms: int | None = None,
+        partition: int | None = None,
     ) -> RunDir:
-        row = {
+        row: dict[str, Any] = {
             "msg_id": msg_id,
             "intended_ms": intended_ms,
             "sent_ms": intended_ms if sent_ms is None else sent_ms,
             "acked": acked,
         }
+        if partition is not None:
+            row["partition"] = partition
         if not acked:
             row["error"] = "KafkaTimeoutError: test"
         self.produced_lines.append(line(row))
@@ -81,6 +90,14 @@ class RunDir:
         (self.path / produced_name).write_text("".join(self.produced_lines))
         (self.path / received_name).write_text("".join(self.received_lines))
         (self.path / "faults.jsonl").write_text("".join(self.fault_lines))
+        for name, data in self.engine_files.items():
+            (self.path / "engine").mkdir(exist_ok=True)
+            text = (
+                "".join(line(row) for row in data)
+                if name.endswith(".jsonl")
+                else json.dumps(data) + "\n"
+            )
+            (self.path / "engine" / name).write_text(text)
         if self.collection_end_ms is not None:
             summary = {"end_ms": self.collection_end_ms}
             (self.path / "received.summary.json").write_text(json.dumps(summary) + "\n")
