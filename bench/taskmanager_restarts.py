@@ -10,9 +10,9 @@ stops there (no TaskManager is left to kill). Per kill it
 prints the old and new RPC port and the seconds from the playbook's return (after the undo)
 to the registration; at the end how many rejoined and the spread of those times.
 
-The TaskManager's address is <address>:<rpc port>; until 2026-11-26 every start took the same
-port, and a TaskManager back before the JobManager had dropped its predecessor could stay
-outside the cluster for minutes (README, "Faults on the test hosts").
+The TaskManager's address is <address>:<rpc port>. When every start took the same port, a
+TaskManager back before the JobManager had dropped its predecessor could stay outside the
+cluster; each start now takes the next port of its range (docs/architecture.md, "Flink").
 
 Needs converged test hosts with no job running. Run as root from the repository:
 `.venv/bin/python bench/taskmanager_restarts.py --help`. All test hosts share this machine's

@@ -3,15 +3,15 @@ connections, with a deadline on Ctrl-C.
 
 Mitogen (a pinned dependency in pyproject.toml) keeps one Python interpreter per host and
 user for the whole run and sends modules to it, instead of starting a new interpreter over
-SSH for every task: a `site.yml` that changes nothing took 52 to 57 s instead of 94 s on the
-test hosts. Its plugin lives in its package, whose path depends on the virtualenv; this file
-makes it one name for ansible.cfg. Plays run exactly as with `linear`
+SSH for every task, which about halves a converged lab's re-run
+(docs/decisions/mitogen-strategy.md). Its plugin lives in its package, whose path depends on the
+virtualenv; this file makes it one name for ansible.cfg. Plays run exactly as with `linear`
 (ANSIBLE_STRATEGY=linear runs them without Mitogen).
 
-Ctrl-C: in one of three fresh-clone CIs of 2026-11-28, an experiment sent SIGINT had not exited
-60 s later under Mitogen. Its multiplexer processes ignore SIGINT and the top-level process
-waits for them at exit (ansible_mitogen.process), so anything that keeps one from shutting down
-keeps `ansible-playbook` waiting. Here the first SIGINT to the top-level process also starts a
+Ctrl-C: under Mitogen an experiment sent SIGINT once had not exited a minute later. Its
+multiplexer processes ignore SIGINT and the top-level process waits for them at exit
+(ansible_mitogen.process), so anything that keeps one from shutting down keeps
+`ansible-playbook` waiting. Here the first SIGINT to the top-level process also starts a
 watchdog: if Ansible has not exited STOP_GRACE_S later, it says so on stderr, kills the
 multiplexers (which ends their SSH connections) and, if the process is still there
 MUX_EXIT_GRACE_S after that, exits at once with Ansible's status for an interrupted run (99).
