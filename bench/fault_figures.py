@@ -1,38 +1,45 @@
 #!/usr/bin/env python3
-"""The engines under a worker failure on the test hosts (issue 11's figures).
+"""The engines under a worker failure on the test hosts: the recovery timeline per fault.
 
 For each engine and setting (Flink: checkpoint interval 5 s and 30 s, one kill_taskmanager;
 Storm: message timeout 5 s and 30 s, one kill_supervisor), REPS runs of COUNT messages at RATE
-msg/s with the fault at FAULT_AT_S s for DURATION_S s, each analysed by the kit's own PySpark
-summary (docs/metrics.md). Per run and per setting (mean, min-max over the repetitions):
+msg/s with the fault at FAULT_AT_S s for DURATION_S s, and the experiment's recovery_window_s of
+producing after it, each analysed by the kit's own PySpark summary (docs/metrics.md). Per run,
+and per setting as mean (min-max) over the repetitions:
 
-- lost: acknowledged messages never received (every message counted, warm-up included);
-- duplicates: duplicate records as a share of the messages produced;
-- stall: the longest interval without any result after the fault (summary.json faults[0]);
-- output recovery: from the fault to the first message that starts 5 s of on-time delivery;
-- engine recovery: from the fault to the first second the engine itself reported the job whole
-  again (engine/timeline.jsonl healthy, after it had reported it was not), and when it first
-  noticed (unhealthy from);
-- overloaded before the fault: the kit's overload flag (producer/steady.py) over the lag samples
-  from the end of the warm-up to the fault (the fault's own stall grows the backlog, so the
-  whole run says nothing about whether the lab kept up); an overloaded run is flagged, and runs
-  the check could not judge are counted as unknown.
+- the verdict (at-least-once: nothing acknowledged lost) and the loss;
+- the recovery timeline of the fault, on the driver clock, from its start: detected, engine whole
+  again, first output of a message due during the outage, backlog caught up, recovery (5 s of
+  on-time delivery); a recovery the run did not show is a lower bound (">= x");
+- the failure cost (largest latency increase over the pre-fault median) and the replayed seconds
+  (the fault's duplicate records over the input rate), with the duplicate share beside them;
+- steady latency p50/p99 before the fault and after the recovery, and whether a steady state
+  was reached before the fault;
+- Flink's checkpoint age when the fault began;
+- overloaded before the fault: the kit's overload flag over the lag samples from the steady
+  start to the fault. An overloaded run is flagged in its row and left out of its setting's
+  figures (it measured a queue, not the engine); an unknown one is counted and said so.
 
-`--from-results DIR` prints the same tables again from the runs already in DIR.
-Needs converged test hosts. Run as root from the repository: `make bench-faults` (or
-`.venv/bin/python bench/fault_figures.py --help`). All test hosts share this machine's cores:
-the figures describe that lab, not a real cluster.
+Writes bench/out/faults/fault-figures.json in the format of docs/bench-results.md: copy it to
+bench/results/ to publish it (tools/render_figures.py renders docs/figures.md from there).
+`--from-results DIR` rebuilds the tables from the runs already in DIR. Needs converged test
+hosts. Run as root from the repository: `make bench-faults`. All test hosts share this
+machine's cores: the figures describe that lab, not a real cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import lab_playbooks
 
@@ -43,6 +50,7 @@ SETTINGS = {
     "flink": ("kill_taskmanager", "checkpoint_interval_s", (5, 30)),
     "storm": ("kill_supervisor", "storm_message_timeout_s", (5, 30)),
 }
+TIMELINE = ("detected_s", "engine_whole_s", "first_output_s", "caught_up_s", "recovery_s")
 
 
 @dataclass(frozen=True)
@@ -51,26 +59,27 @@ class FaultRun:
     engine: str
     fault: str
     setting: int
+    target: str
     status: str
+    holds: bool | None
     lost: int
     produced: int
     duplicate_records: int
-    stall_s: float | None
-    recovery_s: float | None
-    engine_unhealthy_after_s: float | None
-    engine_recovery_s: float | None
-    overloaded: bool | None
-    # Flink: how long before the fault its last completed checkpoint was triggered (the replay
-    # after the restart starts from there); Storm: the spout's failed tuples after the fault.
+    # The fault's timeline in seconds from its start (None where the run did not show it) and
+    # whether each was censored: the run ended first, so the value is a lower bound.
+    timeline: dict[str, float | None]
+    censored: dict[str, bool]
+    failure_cost_ms: float | None
+    fault_duplicates: int | None
+    replayed_s: float | None
     checkpoint_age_s: float | None
-    spout_failed: int | None
-    # When the engine's own restart counter first moved after the fault (Flink numRestarts,
-    # Storm's worker restarts as Nimbus saw them).
-    restart_seen_after_s: float | None
-    # Flink: the failovers its exception history holds after the fault, each with its cause.
-    failovers: list[str] | None
-    target: str
-    wall_s: float
+    before_p50: float | None
+    before_p99: float | None
+    after_p50: float | None
+    after_p99: float | None
+    steady_reached: bool | None
+    overloaded: bool | None
+    wall_s: float | None
 
     @property
     def duplicate_share(self) -> float:
@@ -95,172 +104,300 @@ def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path)
     started = time.monotonic()
     lab_playbooks.run(("experiment.yml",), extravars)
     run = figures_of(results / run_id, time.monotonic() - started)
-    print(
-        f"  {engine} {knob}={setting} {run_id} on {run.target}: {run.status}, lost {run.lost}, "
-        f"duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %), stall {run.stall_s} s, "
-        f"output recovery {run.recovery_s} s, engine unwell after "
-        f"{run.engine_unhealthy_after_s} s, whole again after {run.engine_recovery_s} s, "
-        f"overloaded before the fault {run.overloaded}, {run.wall_s:.0f} s wall",
-        flush=True,
-    )
+    print(f"  {run_line(run)}", flush=True)
     return run
+
+
+def _phase(summary: dict[str, Any], name: str, figure: str) -> float | None:
+    phase = (summary.get("latency_phases") or {}).get(name) or {}
+    return phase.get(figure)
 
 
 def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
     """One run's figures from its result directory (summary.json from the kit's analysis)."""
     record = json.loads((out / "run.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
-    received = json.loads((out / "received.summary.json").read_text())
     (figures,) = summary["faults"]
-    health = (figures.get("engine_timeline") or {}).get("health") or {}
     start = figures["start_ms"]
-    unwell = health.get("unhealthy_from_ms")
     lag = [
         LagSample.from_line(json.loads(line))
         for line in (out / "engine" / "lag.jsonl").read_text().splitlines()
     ]
-    steady_start = received["latency_ms"]["steady_start_ms"]
-    before_fault = overload(lag, (steady_start, start), float(record["parameters"]["rate"]))
+    steady = summary.get("steady_state") or {}
+    steady_from = steady.get("from_ms") or summary.get("steady_from_ms") or start
+    before_fault = overload(lag, (steady_from, start), float(record["parameters"]["rate"]))
+    timeline = {name: figures.get(name) for name in TIMELINE}
+    censored = {name: False for name in TIMELINE}
+    if figures.get("recovery_censored"):
+        timeline["recovery_s"] = figures.get("recovery_at_least_s")
+        censored["recovery_s"] = True
+    if figures.get("caught_up_censored"):
+        censored["caught_up_s"] = True
+    verdict = summary.get("verdict") or record.get("verdict") or {}
     engine = record["engine"]
-    timeline = [
-        json.loads(line) for line in (out / "engine" / "timeline.jsonl").read_text().splitlines()
-    ]
-    before = [t for t in timeline if t["t_ms"] < start and t.get("last_checkpoint")]
-    trigger = before[-1]["last_checkpoint"]["trigger_ms"] if before else None
-    failed = [t["spout_failed"] for t in timeline if t.get("spout_failed") is not None]
-    counter = "restarts" if engine == "flink" else "worker_restarts"
-    counted = [t for t in timeline if t.get(counter) is not None]
-    at_fault = max((t[counter] for t in counted if t["t_ms"] < start), default=0)
-    moved = next((t["t_ms"] for t in counted if t["t_ms"] >= start and t[counter] > at_fault), None)
-    history = None
-    if engine == "flink":
-        exceptions = json.loads((out / "engine" / "flink-exceptions.json").read_text())
-        entries = (exceptions.get("exceptionHistory") or {}).get("entries") or []
-        causes = {
-            (round((e["timestamp"] - start) / 1000, 1), e["exceptionName"].rsplit(".", 1)[-1])
-            for e in entries
-            if e["timestamp"] >= start
-        }
-        history = [f"{cause} at {at} s" for at, cause in sorted(causes)]
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
         fault=record["fault"],
         setting=int(record["parameters"][SETTINGS[engine][1]]),
+        target=figures.get("host") or "?",
         status=record["status"],
+        holds=verdict.get("holds"),
         lost=summary["lost"],
         produced=summary["produced"],
         duplicate_records=summary["duplicate_records"],
-        stall_s=figures.get("stall_s"),
-        recovery_s=figures.get("recovery_s"),
-        engine_unhealthy_after_s=None if unwell is None else (unwell - start) / 1000,
-        engine_recovery_s=health.get("engine_recovery_s"),
+        timeline=timeline,
+        censored=censored,
+        failure_cost_ms=figures.get("failure_cost_ms"),
+        fault_duplicates=figures.get("duplicate_records"),
+        replayed_s=figures.get("replayed_s"),
+        checkpoint_age_s=figures.get("checkpoint_age_s"),
+        before_p50=_phase(summary, "before_fault", "p50"),
+        before_p99=_phase(summary, "before_fault", "p99"),
+        after_p50=_phase(summary, "after_recovery", "p50"),
+        after_p99=_phase(summary, "after_recovery", "p99"),
+        steady_reached=steady.get("reached"),
         overloaded=before_fault["overloaded"],
-        checkpoint_age_s=None if trigger is None else (start - trigger) / 1000,
-        spout_failed=failed[-1] if failed else None,
-        restart_seen_after_s=None if moved is None else (moved - start) / 1000,
-        failovers=history,
-        target=figures.get("host") or "?",
-        wall_s=wall_s if wall_s is not None else float("nan"),
+        wall_s=wall_s,
     )
 
 
-def spread(values: list[float | None]) -> str:
+def seconds(run: FaultRun, name: str) -> str:
+    value = run.timeline[name]
+    if value is None:
+        return "n/a"
+    return f">= {value:.1f}" if run.censored[name] else f"{value:.1f}"
+
+
+def run_line(run: FaultRun) -> str:
+    timeline = ", ".join(f"{name.removesuffix('_s')} {seconds(run, name)}" for name in TIMELINE)
+    wall = f", {run.wall_s:.0f} s wall" if run.wall_s is not None else ""
+    return (
+        f"{run.engine} {run.run_id} on {run.target}: {run.status}, verdict {run.holds}, lost "
+        f"{run.lost}, duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %); "
+        f"{timeline}; replayed {run.replayed_s} s, failure cost {run.failure_cost_ms} ms, "
+        f"overloaded before the fault {run.overloaded}{wall}"
+    )
+
+
+def spread(values: list[float | None], censored: list[bool] | None = None) -> str:
+    """mean (min-max) over the known values; a censored value counts as its lower bound, and
+    the figure then says it is one (">=", "k censored")."""
     known = [v for v in values if v is not None]
     if not known:
         return "n/a"
-    missing = len(values) - len(known)
+    bounds = sum(censored or [])
     text = f"{statistics.mean(known):.1f} ({min(known):.1f}-{max(known):.1f})"
+    if bounds:
+        text = f">= {text}, {bounds} censored"
+    missing = len(values) - len(known)
     return text + (f", {missing} without" if missing else "")
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+RUN_COLUMNS = [
+    "engine",
+    "setting",
+    "run",
+    "verdict",
+    "lost",
+    "duplicates %",
+    *(f"{name.removesuffix('_s').replace('_', ' ')} s" for name in TIMELINE),
+    "failure cost ms",
+    "replayed s",
+    "checkpoint age s",
+    "p50 before ms",
+    "p99 before ms",
+    "p50 after ms",
+    "p99 after ms",
+    "steady before the fault",
+    "overloaded before the fault",
+]
+
+
+def run_row(run: FaultRun, knob: str) -> list[Any]:
+    verdict = {True: "held", False: "VIOLATED", None: "not judged"}[run.holds]
+    return [
+        run.engine,
+        f"{knob}={run.setting}",
+        run.run_id,
+        verdict,
+        run.lost,
+        round(run.duplicate_share, 2),
+        *(seconds(run, name) for name in TIMELINE),
+        _round(run.failure_cost_ms, 0),
+        _round(run.replayed_s, 2),
+        _round(run.checkpoint_age_s),
+        run.before_p50,
+        run.before_p99,
+        run.after_p50,
+        run.after_p99,
+        run.steady_reached,
+        {True: "yes", False: "no", None: "unknown"}[run.overloaded],
+    ]
+
+
+GROUP_COLUMNS = [
+    "engine",
+    "fault",
+    "setting",
+    "runs (counted)",
+    "verdicts held",
+    "lost",
+    *(f"{name.removesuffix('_s').replace('_', ' ')} s" for name in TIMELINE),
+    "failure cost ms",
+    "replayed s per fault",
+    "duplicates %",
+    "checkpoint age s",
+    "p50 / p99 before ms",
+    "p50 / p99 after ms",
+]
+
+
+def group_row(engine: str, fault: str, knob: str, setting: int, runs: list[FaultRun]) -> list[Any]:
+    counted = [r for r in runs if r.overloaded is not True]
+    unknown = sum(r.overloaded is None for r in counted)
+    label = f"{len(runs)} ({len(counted)}" + (f", {unknown} overload unknown" if unknown else "")
+    return [
+        engine,
+        fault,
+        f"{knob}={setting}",
+        label + ")",
+        f"{sum(r.holds is True for r in runs)} of {len(runs)}",
+        sum(r.lost for r in runs),
+        *(
+            spread([r.timeline[name] for r in counted], [r.censored[name] for r in counted])
+            for name in TIMELINE
+        ),
+        spread([r.failure_cost_ms for r in counted]),
+        spread([r.replayed_s for r in counted]),
+        spread([r.duplicate_share for r in counted]),
+        spread([r.checkpoint_age_s for r in counted]),
+        f"{spread([r.before_p50 for r in counted])} / {spread([r.before_p99 for r in counted])}",
+        f"{spread([r.after_p50 for r in counted])} / {spread([r.after_p99 for r in counted])}",
+    ]
+
+
+def markdown(columns: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join("" if c is None else str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _git(*words: str) -> str:
+    done = subprocess.run(
+        ["git", *words], cwd=lab_playbooks.REPO, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
+
+
+def hosts_of(results: Path, runs: list[FaultRun]) -> list[str]:
+    if not runs:
+        return []
+    record = json.loads((results / runs[0].run_id / "run.json").read_text())
+    hosts = record.get("hosts") or {}
+    entries = hosts.items() if isinstance(hosts, dict) else ((h.get("name"), h) for h in hosts)
+    return [
+        f"{name} {entry.get('os') or ''}".strip()
+        for name, entry in sorted(entries, key=lambda item: str(item[0]))
+    ]
+
+
+def result_file(
+    args: argparse.Namespace, table: list[tuple[str, str, str, int, list[FaultRun]]], results: Path
+) -> dict[str, Any]:
+    runs = [run for *_, chosen in table for run in chosen]
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "bench": "make bench-faults",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
+        "hosts": hosts_of(results, runs),
+        "tables": [
+            {
+                "title": "Recovery per fault, per engine and setting",
+                "description": (
+                    f"{args.count:,} messages at {args.rate:,.0f}/s, the fault at "
+                    f"{args.fault_at_s} s for {args.duration_s} s, {args.reps} repetitions. "
+                    "Seconds from the fault's start on the driver clock, mean (min-max) over "
+                    "the runs not flagged overloaded before the fault."
+                ),
+                "columns": GROUP_COLUMNS,
+                "rows": [group_row(*row) for row in table],
+                "notes": [
+                    "A value marked >= is a lower bound: a run ended before it showed it.",
+                    "replayed s: the fault's duplicate records divided by the input rate.",
+                    "The test hosts are network namespaces on one machine and share its cores.",
+                ]
+                + (["The kit's tree was dirty when measured."] if dirty else []),
+            },
+            {
+                "title": "Every run",
+                "columns": RUN_COLUMNS,
+                "rows": [run_row(run, knob) for _, _, knob, _, chosen in table for run in chosen],
+            },
+        ],
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--count", type=int, default=60_000)
-    parser.add_argument("--rate", type=float, default=2_000)
+    parser.add_argument("--rate", type=float, default=1_000)
     parser.add_argument("--warmup-s", type=int, default=10)
     parser.add_argument("--fault-at-s", type=int, default=20)
     parser.add_argument("--duration-s", type=int, default=10)
-    parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
-    parser.add_argument("--from-results", type=Path, help="only print the tables of these runs")
     parser.add_argument(
-        "--runs",
-        default="bench-fault-*",
-        help="with --from-results: which run directories (a glob; a study's runs are "
-        "<study>-*, e.g. flink-vs-storm-scale0p5-*)",
+        "--count",
+        type=int,
+        default=None,
+        help="messages per run (default: enough for the experiment's recovery_window_s, 60 s, "
+        "and 5 s more after the fault ends)",
+    )
+    parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
+    parser.add_argument("--from-results", type=Path, help="only rebuild the tables of these runs")
+    parser.add_argument(
+        "--runs", default="bench-fault-*", help="with --from-results: which run directories"
     )
     args = parser.parse_args()
+    if args.count is None:
+        args.count = int((args.fault_at_s + args.duration_s + 65) * args.rate)
+    table: list[tuple[str, str, str, int, list[FaultRun]]] = []
+    results = args.from_results or args.results
     if args.from_results:
-        pattern = f"{args.runs}/summary.json"
-        done = sorted(out.parent for out in args.from_results.glob(pattern))
+        done = sorted(out.parent for out in results.glob(f"{args.runs}/summary.json"))
         if not done:
-            parser.error(f"no summarised run matches {args.from_results / pattern}")
+            parser.error(f"no summarised run matches {results / args.runs}")
         runs = [figures_of(out) for out in done]
-        table = []
-        for engine, (_, knob, _) in SETTINGS.items():
+        for engine, (fault, knob, _) in SETTINGS.items():
             for value in sorted({r.setting for r in runs if r.engine == engine}):
                 chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
-                table.append((engine, chosen[0].fault, knob, value, chosen))
-        for row in table:
-            for run in row[4]:
-                print(
-                    f"  {run.run_id}: duplicates {run.duplicate_records} "
-                    f"({run.duplicate_share:.2f} %), last checkpoint {run.checkpoint_age_s} s "
-                    f"before the fault, noticed after {run.engine_unhealthy_after_s} s, "
-                    f"spout failed {run.spout_failed}, restart counted after "
-                    f"{run.restart_seen_after_s} s"
-                    + (f", failovers: {'; '.join(run.failovers)}" if run.failovers else "")
-                )
-        print_table([row for row in table if row[4]])
-        return 0
-    args.results.mkdir(parents=True, exist_ok=True)
-    print(
-        f"{args.count:,} messages at {args.rate:,.0f}/s, fault at {args.fault_at_s} s for "
-        f"{args.duration_s} s, {args.reps} repetitions; results in {args.results}"
-    )
-    table = []
-    for engine in args.engines:
-        fault, knob, values = SETTINGS[engine]
-        for setting in values:
-            print(f"{engine}, {fault}, {knob}={setting}:", flush=True)
-            runs = [run_once(engine, setting, args, args.results) for _ in range(args.reps)]
-            table.append((engine, fault, knob, setting, runs))
-    print_table(table)
-    return 0
-
-
-def unknown_text(runs: list[FaultRun]) -> str:
-    """ ", k unknown" for the runs whose overload check could not tell (too few lag samples, or a
-    backlog slope whose interval straddles the threshold)."""
-    unknown = sum(r.overloaded is None for r in runs)
-    return f", {unknown} unknown" if unknown else ""
-
-
-def print_table(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> None:
-    print("\nmean (min-max) over the repetitions:")
-    print(
-        "| engine | fault | setting | runs | lost | duplicates % | stall s | output recovery s"
-        " | engine noticed after s | restart counted after s | engine whole again after s"
-        " | last checkpoint before the fault, s | spout failed (Storm's sampled count)"
-        " | overloaded before the fault |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for engine, fault, knob, setting, runs in table:
-        complete = sum(r.status == "complete" for r in runs)
+                table.append((engine, fault, knob, value, chosen))
+    else:
+        results.mkdir(parents=True, exist_ok=True)
         print(
-            f"| {engine} | {fault} | {knob}={setting} | {complete}/{len(runs)} complete "
-            f"| {sum(r.lost for r in runs)} | {spread([r.duplicate_share for r in runs])} "
-            f"| {spread([r.stall_s for r in runs])} | {spread([r.recovery_s for r in runs])} "
-            f"| {spread([r.engine_unhealthy_after_s for r in runs])} "
-            f"| {spread([r.restart_seen_after_s for r in runs])} "
-            f"| {spread([r.engine_recovery_s for r in runs])} "
-            f"| {spread([r.checkpoint_age_s for r in runs])} "
-            f"| {spread([r.spout_failed for r in runs])} "
-            f"| {sum(r.overloaded is True for r in runs)} of {len(runs)}"
-            f"{unknown_text(runs)} |"
+            f"{args.count:,} messages at {args.rate:,.0f}/s, fault at {args.fault_at_s} s for "
+            f"{args.duration_s} s, {args.reps} repetitions; results in {results}"
         )
+        for engine in args.engines:
+            fault, knob, values = SETTINGS[engine]
+            for setting in values:
+                print(f"{engine}, {fault}, {knob}={setting}:", flush=True)
+                runs = [run_once(engine, setting, args, results) for _ in range(args.reps)]
+                table.append((engine, fault, knob, setting, runs))
+    document = result_file(args, table, results)
+    for part in document["tables"]:
+        print(f"\n{part['title']}\n{markdown(part['columns'], part['rows'])}")
+    out = results / "fault-figures.json"
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
+    return 0
 
 
 if __name__ == "__main__":
