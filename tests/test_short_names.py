@@ -125,3 +125,28 @@ def test_analyze_takes_only_runs_and_only_from_extra_vars(tmp_path, given):
     assert rc == 0, output
     assert taken.pop("analysis_runs") == ("a,b" if given else None), output
     assert taken == dict.fromkeys(taken), f"taken besides analysis_runs: {taken}"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["-e", "checkpiont_interval_s=60"], "-e checkpiont_interval_s=60 (did you mean"),
+        (["-e", "guarantee=exactly_once"], "-e guarantee=exactly_once"),
+        (["-e", "count=10", "-e", "rat=5"], "-e rat=5 (did you mean rate?)"),
+    ],
+)
+def test_experiment_refuses_an_extra_var_it_has_no_setting_for(tmp_path, given, expected):
+    rc, output, _ = run(tmp_path, "experiment.yml", "experiment", *given)
+    assert rc != 0
+    assert expected in output and "no setting of this playbook has that name" in output
+
+
+def test_experiment_accepts_full_role_settings_its_own_vars_and_ansible_ones(tmp_path):
+    rc, output, taken = run(
+        tmp_path,
+        "experiment.yml",
+        "experiment",
+        *("-e", "experiment_results_dir=/r", "-e", "flink_rest_port=8081"),
+        *("-e", "analyze_on=none", "-e", "ansible_ssh_pipelining=true"),
+    )
+    assert rc == 0, output

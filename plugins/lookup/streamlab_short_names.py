@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import glob
 import os
 import typing as t
 from collections.abc import Mapping
@@ -33,6 +35,19 @@ options:
   only:
     description:
       - Take only these short names (each must be a setting of the role); empty for all of them.
+    type: list
+    elements: str
+    default: []
+  strict:
+    description:
+      - Refuse an extra var whose name is none of these short names, no setting of any role of
+        the kit (C(roles/*/defaults/main.yml)), not in O(allow) and no C(ansible_) variable,
+        naming the closest known setting, so that a typo or a setting the playbook does not have
+        stops the run instead of being ignored.
+    type: bool
+    default: false
+  allow:
+    description: With O(strict), further extra vars the playbook takes itself (C(analyze_on)).
     type: list
     elements: str
     default: []
@@ -68,10 +83,12 @@ class LookupModule(LookupBase):
         only: list[str] = self.get_option("only")
         extra_vars = load_extra_vars(self._loader)
         taken: dict[str, t.Any] = {}
+        known: set[str] = set(self.get_option("allow"))
         for role in terms:
             prefix = f"{role}_"
             defaults = self._role_defaults(role, variables or {})
             short_names = {k.removeprefix(prefix): k for k in defaults if k.startswith(prefix)}
+            known.update(only or short_names)
             unknown = sorted(set(only) - set(short_names))
             if unknown:
                 raise AnsibleLookupError(
@@ -87,12 +104,48 @@ class LookupModule(LookupBase):
                         f"-e {setting}={extra_vars[setting]}: give one of them"
                     )
                 taken[setting] = extra_vars[short]
+        if self.get_option("strict"):
+            self._refuse_unknown(extra_vars, known, variables or {})
         return [taken]
+
+    def _refuse_unknown(
+        self, extra_vars: Mapping[str, t.Any], known: set[str], variables: Mapping[str, t.Any]
+    ) -> None:
+        """Fail on the first extra var the playbook has no setting for, naming the nearest."""
+        settings = known | self._all_role_settings(variables)
+        unknown = sorted(
+            name for name in extra_vars if name not in settings and not name.startswith("ansible_")
+        )
+        if not unknown:
+            return
+        problems = []
+        for name in unknown:
+            near = difflib.get_close_matches(name, sorted(settings), n=1, cutoff=0.6)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            problems.append(f"-e {name}={extra_vars[name]}{hint}")
+        raise AnsibleLookupError(
+            f"{'; '.join(problems)}: no setting of this playbook has that name, so it would "
+            "change nothing. Give a setting the playbook takes (docs/configuration.md lists "
+            "them, short names without their role prefix) or leave it out."
+        )
+
+    def _all_role_settings(self, variables: Mapping[str, t.Any]) -> set[str]:
+        """Every setting of every role's defaults/main.yml: each may be given by its full name."""
+        found: set[str] = set()
+        for base in self._search_paths(variables):
+            for path in glob.glob(os.path.join(base, "*", "defaults", "main.y*ml")):
+                settings = self._loader.load_from_file(path) or {}
+                if isinstance(settings, Mapping):
+                    found.update(str(key) for key in settings)
+        return found
+
+    def _search_paths(self, variables: Mapping[str, t.Any]) -> list[str]:
+        playbook_dir = str(variables.get("playbook_dir", self._loader.get_basedir()))
+        return [os.path.join(playbook_dir, "roles"), *C.DEFAULT_ROLES_PATH, playbook_dir]
 
     def _role_defaults(self, role: str, variables: Mapping[str, t.Any]) -> Mapping[str, t.Any]:
         """The settings of defaults/main.yml of the role, found as Ansible finds roles."""
-        playbook_dir = str(variables.get("playbook_dir", self._loader.get_basedir()))
-        searched = [os.path.join(playbook_dir, "roles"), *C.DEFAULT_ROLES_PATH, playbook_dir]
+        searched = self._search_paths(variables)
         for base in searched:
             for name in DEFAULTS_FILES:
                 path = os.path.join(base, role, "defaults", name)
