@@ -55,6 +55,51 @@ def _worst(summary: dict[str, Any], key: str) -> float | None:
     return max(values)
 
 
+def worst_recovery(summary: dict[str, Any]) -> tuple[float | None, bool]:
+    """The worst fault's recovery of a run, a censored fault counting with its lower bound
+    (recovery_at_least_s), and whether any fault was censored (then the value is a lower
+    bound too). (None, False) without faults, or when a fault has neither figure (a summary
+    written before recovery_at_least_s existed)."""
+    faults = [f for f in summary.get("faults") or [] if isinstance(f, dict)]
+    values, censored = [], False
+    for fault in faults:
+        value = fault.get("recovery_s")
+        if value is None:
+            value, censored = fault.get("recovery_at_least_s"), True
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return None, False
+        values.append(float(value))
+    if not values:
+        return None, False
+    return max(values), censored
+
+
+def _replayed_per_fault(summary: dict[str, Any]) -> float | None:
+    """The mean of faults[i].replayed_s over the run's faults; None without faults or when a
+    fault lacks it."""
+    values = [f.get("replayed_s") for f in summary.get("faults") or [] if isinstance(f, dict)]
+    if not values or any(not isinstance(v, int | float) for v in values):
+        return None
+    return statistics.fmean(values)
+
+
+def _censored(summary: dict[str, Any]) -> int | None:
+    value, censored = worst_recovery(summary)
+    return None if value is None else int(censored)
+
+
+def _steady(phase: str, figure: str) -> Callable[[dict[str, Any]], Any]:
+    """A latency_phases figure; before_fault only when the run reached a steady state."""
+
+    def get(summary: dict[str, Any]) -> Any:
+        state = summary.get("steady_state")
+        if phase == "before_fault" and isinstance(state, dict) and state.get("reached") is False:
+            return None
+        return _get("latency_phases", phase, figure)(summary)
+
+    return get
+
+
 def _get(*keys: str) -> Callable[[dict[str, Any]], Any]:
     def get(summary: dict[str, Any]) -> Any:
         data: Any = summary
@@ -71,11 +116,15 @@ class Metric:
     label: str
     get: Callable[[dict[str, Any]], Any]
     percent: bool = False
+    # The group's row sums the runs' values instead of averaging them (a count of runs).
+    summed: bool = False
 
 
 METRICS = (
     Metric("produced", "produced", _get("produced")),
+    Metric("lost", "lost", _get("lost")),
     Metric("loss_rate", "loss", _get("loss_rate"), percent=True),
+    Metric("replayed_s", "replayed s/fault", _replayed_per_fault),
     Metric("duplicate_rate", "duplicate rate", _get("duplicate_rate"), percent=True),
     Metric(
         "duplicated_messages_rate",
@@ -91,17 +140,24 @@ METRICS = (
     Metric("received_per_s", "received/s", _get("throughput", "received_per_s", "mean")),
     Metric("stall_s", "stall s", lambda s: _worst(s, "stall_s")),
     Metric("recovery_s", "recovery s", lambda s: _worst(s, "recovery_s")),
+    Metric("recovery_bound_s", "recovery s", lambda s: worst_recovery(s)[0]),
+    Metric("recovery_censored", "censored", _censored, summed=True),
+    Metric("steady_before_p50_ms", "before p50 ms", _steady("before_fault", "p50")),
+    Metric("steady_before_p99_ms", "before p99 ms", _steady("before_fault", "p99")),
+    Metric("steady_after_p50_ms", "after p50 ms", _steady("after_recovery", "p50")),
+    Metric("steady_after_p99_ms", "after p99 ms", _steady("after_recovery", "p99")),
 )
-# The columns of the Markdown table (the CSV has every metric).
+# The columns of the Markdown table (the CSV has every metric); recovery is drawn from
+# recovery_bound_s and recovery_censored, the steady phases as p50 / p99 pairs.
 TABLE_METRICS = (
     "loss_rate",
+    "replayed_s",
     "duplicate_rate",
     "latency_p50_ms",
     "latency_p99_ms",
     "latency_p99.9_ms",
     "received_per_s",
     "stall_s",
-    "recovery_s",
 )
 
 
@@ -127,6 +183,27 @@ class Run:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return float(value)
+
+    @property
+    def holds(self) -> bool | None:
+        """Whether the run's delivery guarantee held (summary.json verdict); None without one."""
+        verdict = self.summary.get("verdict")
+        holds = verdict.get("holds") if isinstance(verdict, dict) else None
+        return holds if isinstance(holds, bool) else None
+
+    def verdict_text(self) -> str:
+        """held, VIOLATED (k lost) or (for at-most-once) VIOLATED (k duplicates); – without one."""
+        verdict = self.summary.get("verdict")
+        if self.holds is None or not isinstance(verdict, dict):
+            return "–"
+        if self.holds:
+            return "held"
+        lost = verdict.get("lost") or 0
+        duplicates = verdict.get("duplicate_records") or 0
+        parts = [f"{lost:,} lost"] if lost else []
+        if duplicates and verdict.get("guarantee") != "at_least_once":
+            parts.append(f"{duplicates:,} duplicates")
+        return f"VIOLATED ({', '.join(parts) or verdict.get('reason')})"
 
     def shows_no_recovery(self) -> bool:
         return any(f.get("recovery_s") is None for f in self.summary.get("faults") or [])
@@ -176,13 +253,34 @@ class Group:
         return [v for run in self.counted if (v := run.value(metric)) is not None]
 
     def mean(self, metric: Metric) -> float | None:
+        """The mean over the counted runs (the sum, for a metric that counts runs)."""
         values = self.values(metric)
+        if metric.summed:
+            return float(sum(values)) if values else None
         return statistics.fmean(values) if values else None
 
     def spread(self, metric: Metric) -> float | None:
         """Sample standard deviation over the repetitions (None for fewer than two)."""
         values = self.values(metric)
+        if metric.summed:
+            return None
         return statistics.stdev(values) if len(values) >= 2 else None
+
+    def recovery_points(self) -> list[tuple[float, bool]]:
+        """(worst recovery or its lower bound, censored) of each counted run that has one."""
+        points = []
+        for run in self.counted:
+            value, censored = worst_recovery(run.summary)
+            if value is not None:
+                points.append((value, censored))
+        return points
+
+    def held_text(self) -> str:
+        """How many of the group's runs (overloaded ones included) held their guarantee."""
+        judged = [run.holds for run in self.runs if run.holds is not None]
+        if not judged:
+            return "–"
+        return f"{sum(judged)} of {len(judged)} held"
 
 
 def load_runs(directories: Sequence[Path]) -> list[Run]:
@@ -272,39 +370,91 @@ def unequal_footing(groups: Sequence[Group]) -> str:
     )
 
 
+def _recovery_cell(run: Run) -> str:
+    value, censored = worst_recovery(run.summary)
+    if value is None:
+        return NO_RECOVERY if run.shows_no_recovery() else "–"
+    text = _format(_metric("recovery_bound_s"), value)
+    return f">= {text}" if censored else text
+
+
+def _group_recovery_cell(group: Group) -> str:
+    """The mean of the runs' worst recoveries; when any is censored, the mean over the observed
+    values and the bounds, a lower bound itself (`>= 41 (1 censored)`). Runs without either
+    figure are named, never silently dropped."""
+    points = group.recovery_points()
+    missing = sum(
+        1
+        for run in group.counted
+        if worst_recovery(run.summary)[0] is None and run.summary.get("faults")
+    )
+    note = f" ({missing} {NO_RECOVERY})" if missing else ""
+    if not points:
+        return f"–{note}"
+    values = [value for value, _ in points]
+    mean = _format(_metric("recovery_bound_s"), statistics.fmean(values))
+    censored = sum(c for _, c in points)
+    if censored:
+        return f">= {mean} ({censored} censored){note}"
+    spread = statistics.stdev(values) if len(values) >= 2 else None
+    text = mean if spread is None else f"{mean} ± {_format(_metric('recovery_bound_s'), spread)}"
+    return text + note
+
+
+def _pair(first: float | None, second: float | None) -> str:
+    if first is None and second is None:
+        return "–"
+    latency = _metric("latency_p50_ms")
+    return f"{_format(latency, first)} / {_format(latency, second)}"
+
+
+def _steady_cells(values: Callable[[Metric], float | None]) -> list[str]:
+    return [
+        _pair(values(_metric("steady_before_p50_ms")), values(_metric("steady_before_p99_ms"))),
+        _pair(values(_metric("steady_after_p50_ms")), values(_metric("steady_after_p99_ms"))),
+    ]
+
+
 def markdown_table(groups: Sequence[Group]) -> str:
     metrics = [m for m in METRICS if m.key in TABLE_METRICS]
+    metrics.sort(key=lambda m: TABLE_METRICS.index(m.key))
     warning = unequal_footing(groups)
     lines = [
         "# Comparison",
         "",
         *([f"**{warning}**", ""] if warning else []),
         "One row per run; after each group of repetitions (same engine, fault schedule and "
-        "parameters) its mean ± sample standard deviation. Recovery shows "
-        f"`{NO_RECOVERY}` for a run with a fault after which the messages it produced never "
-        "gave 5 s of on-time delivery: the run does not show a recovery, which does not say "
-        "the engine would never have recovered (left out of the mean). `overloaded` is the "
+        "parameters) its mean ± sample standard deviation. `verdict` is the run's delivery "
+        "guarantee (summary.json `verdict`): `held`, or `VIOLATED` with the acknowledged "
+        "messages lost; a run that violated it counts in its group like any other, and the "
+        "group's row says how many held. `replayed s/fault` is the seconds of input received "
+        "again after each fault (duplicate records / input rate, the mean over the run's "
+        "faults), independent of the run's length; the duplicate rate (share of the run's "
+        "messages) stays beside it. Recovery is the worst fault's; `>=` marks a lower bound: a "
+        "fault after which the run ended before 5 s of on-time delivery (censored, counted "
+        "with the time from the fault to the end of producing), and a group mean over such "
+        "bounds is a lower bound too, with the number of censored runs. `before` and `after` "
+        "are the steady p50 / p99 latency before the first fault (from the steady start the "
+        "run shows; `–` when it never reached one) and after the last recovery; the whole-run "
+        "percentiles keep their columns. `overloaded` is the "
         "collector's verdict on the backlog between the warm-up and the first fault "
         "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
         "out of its group's mean; `unknown` (counted in the mean) means too few lag samples in "
         "that window, or samples that scatter too much around the backlog's slope, to tell.",
         "",
-        "| group | run | overloaded | " + " | ".join(m.label for m in metrics) + " |",
-        "|---|---|---|" + "---|" * len(metrics),
+        "| group | run | overloaded | verdict | "
+        + " | ".join(m.label for m in metrics)
+        + " | recovery s | before p50 / p99 ms | after p50 / p99 ms |",
+        "|---|---|---|---|" + "---|" * (len(metrics) + 3),
     ]
     for group in groups:
         for run in group.runs:
-            cells = []
-            for metric in metrics:
-                value = run.value(metric)
-                no_recovery = (
-                    metric.key == "recovery_s" and value is None and run.shows_no_recovery()
-                )
-                cells.append(NO_RECOVERY if no_recovery else _format(metric, value))
+            cells = [_format(metric, run.value(metric)) for metric in metrics]
+            cells.append(_recovery_cell(run))
+            cells += _steady_cells(run.value)
             lines.append(
                 f"| {group.label} | {run.run_id} | {run.overload_text()} | "
-                + " | ".join(cells)
-                + " |"
+                f"{run.verdict_text()} | " + " | ".join(cells) + " |"
             )
         cells = []
         for metric in metrics:
@@ -313,14 +463,15 @@ def markdown_table(groups: Sequence[Group]) -> str:
             if spread is not None:
                 text += f" ± {_format(metric, spread)}"
             cells.append(text)
+        cells.append(_group_recovery_cell(group))
+        cells += _steady_cells(group.mean)
         left_out = len(group.runs) - len(group.counted)
         unknown = sum(run.overloaded is None for run in group.counted)
         note = f", {left_out} overloaded left out" if left_out else ""
         note += f", {unknown} with overload unknown counted" if unknown else ""
         lines.append(
             f"| **{group.label}** | **mean (n={len(group.counted)}{note})** | | "
-            + " | ".join(cells)
-            + " |"
+            f"{group.held_text()} | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -333,6 +484,7 @@ def csv_table(groups: Sequence[Group]) -> str:
     writer.writerow(
         [
             *("group", "engine", "fault", *parameters, "kind", "run_id", "n", "overloaded"),
+            "verdict",
             *(m.key for m in METRICS),
         ]
     )
@@ -344,13 +496,23 @@ def csv_table(groups: Sequence[Group]) -> str:
         for run in group.runs:
             values = [run.value(m) for m in METRICS]
             verdict = "" if run.overloaded is None else str(run.overloaded).lower()
+            held = "" if run.holds is None else "held" if run.holds else "violated"
             writer.writerow(
-                [*head, "run", run.run_id, 1, verdict, *("" if v is None else v for v in values)]
+                [
+                    *head,
+                    *("run", run.run_id, 1, verdict, held),
+                    *("" if v is None else v for v in values),
+                ]
             )
         for kind, get in (("mean", Group.mean), ("sd", Group.spread)):
             values = [get(group, m) for m in METRICS]
+            held = group.held_text() if kind == "mean" else ""
             writer.writerow(
-                [*head, kind, "", len(group.counted), "", *("" if v is None else v for v in values)]
+                [
+                    *head,
+                    *(kind, "", len(group.counted), "", "" if held == "–" else held),
+                    *("" if v is None else v for v in values),
+                ]
             )
     return out.getvalue()
 
@@ -368,8 +530,18 @@ def _bars(
         xs = [g + (index - (len(metrics) - 1) / 2) * width for g in range(len(groups))]
         means = [(group.mean(metric) or 0) * scale for group in groups]
         errors = [(group.spread(metric) or 0) * scale for group in groups]
-        axes.bar(xs, means, width, yerr=errors, capsize=3, label=metric.label)
+        censored_bars = metric.key == "recovery_bound_s" and any(
+            c for g in groups for _, c in g.recovery_points()
+        )
+        label = metric.label + (" (>= where censored)" if censored_bars else "")
+        axes.bar(xs, means, width, yerr=errors, capsize=3, label=label)
         for group_index, group in enumerate(groups):
+            if metric.key == "recovery_bound_s":
+                # A censored run's value is a lower bound: an upward triangle.
+                for value, censored in group.recovery_points():
+                    marker = "r^" if censored else "k."
+                    axes.plot(xs[group_index], value * scale, marker, ms=5 if censored else 3)
+                continue
             for value in group.values(metric):
                 axes.plot(xs[group_index], value * scale, "k.", ms=3)
     axes.set_xticks(range(len(groups)), [g.label for g in groups], rotation=20, ha="right")
@@ -393,7 +565,7 @@ def _sweep(groups: Sequence[Group], path: Path) -> bool:
     panels = [
         (e, m)
         for e in engines
-        for m in (_metric("duplicate_rate"), _metric("recovery_s"))
+        for m in (_metric("replayed_s"), _metric("duplicate_rate"), _metric("recovery_bound_s"))
         if any(g.values(m) and g.parameters.get(SWEEP_PARAMETER[e]) is not None for g in groups)
     ]
     if not panels:
@@ -409,13 +581,20 @@ def _sweep(groups: Sequence[Group], path: Path) -> bool:
         by_value: dict[float, list[float]] = {}
         for group in mine:
             x = float(group.parameters[parameter])
-            for value in group.values(metric):
+            points = (
+                group.recovery_points()
+                if metric.key == "recovery_bound_s"
+                else [(value, False) for value in group.values(metric)]
+            )
+            for value, censored in points:
                 by_value.setdefault(x, []).append(value * scale)
-                axes.plot(x, value * scale, "o", color="tab:blue", alpha=0.5)
+                # A censored recovery is a lower bound: an upward triangle.
+                axes.plot(x, value * scale, "^" if censored else "o", color="tab:blue", alpha=0.5)
         xs = sorted(by_value)
         axes.plot(xs, [statistics.fmean(by_value[x]) for x in xs], "-", color="tab:blue")
         axes.set_xlabel(parameter)
-        axes.set_ylabel(metric.label + (" (%)" if metric.percent else ""))
+        bound = " (^: >= , censored)" if metric.key == "recovery_bound_s" else ""
+        axes.set_ylabel(metric.label + (" (%)" if metric.percent else "") + bound)
         axes.set_title(f"{engine_name}: {metric.label} against {parameter}")
         axes.grid(True, alpha=0.3)
     figure.tight_layout()
@@ -433,6 +612,16 @@ def draw(groups: Sequence[Group], directory: Path) -> dict[str, bool]:
             lambda p: _bars(groups, latency, "Latency percentiles per group", "ms", p),
         ),
         (
+            "replayed.png",
+            lambda p: _bars(
+                groups,
+                [_metric("replayed_s")],
+                "Input replayed per fault (duplicate records / input rate)",
+                "seconds of input per fault",
+                p,
+            ),
+        ),
+        (
             "duplicate_rate.png",
             lambda p: _bars(
                 groups,
@@ -446,8 +635,9 @@ def draw(groups: Sequence[Group], directory: Path) -> dict[str, bool]:
             "recovery.png",
             lambda p: _bars(
                 groups,
-                [_metric("stall_s"), _metric("recovery_s")],
-                "Stall and recovery time per group (worst fault of each run)",
+                [_metric("stall_s"), _metric("recovery_bound_s")],
+                "Stall and recovery time per group (worst fault of each run; censored "
+                "recoveries as lower bounds)",
                 "seconds",
                 p,
             ),
@@ -490,15 +680,17 @@ def compare(directories: Sequence[Path], out: Path) -> list[Group]:
 
 def printable(groups: Sequence[Group]) -> str:
     """A short table for the terminal: one line per group."""
-    keys = ("duplicate_rate", "latency_p99_ms", "recovery_s")
+    keys = ("replayed_s", "duplicate_rate", "latency_p99_ms")
     lines = []
     width = max(len(g.label) for g in groups)
     for group in groups:
-        cells = []
+        held = group.held_text()
+        cells = [] if held == "–" else [held]
         for key in keys:
             metric = _metric(key)
             mean = group.mean(metric)
             cells.append(f"{metric.label} {_format(metric, mean)}")
+        cells.append(f"recovery s {_group_recovery_cell(group)}")
         lines.append(f"{group.label.ljust(width)}  n={len(group.counted)}  " + "  ".join(cells))
     warning = unequal_footing(groups)
     return "\n".join([*lines, *([warning] if warning else [])])

@@ -97,6 +97,35 @@ def seconds(value: float | None, missing: str = "–") -> str:
     return missing if value is None else f"{value:.3f} s"
 
 
+def recovery_text(fault: dict[str, Any]) -> str:
+    """A fault's recovery: its time, or for a censored one its lower bound (`>= 41.000 s`);
+    `not in run` for an older summary without the bound."""
+    if fault.get("recovery_s") is not None:
+        return seconds(fault["recovery_s"])
+    bound = fault.get("recovery_at_least_s")
+    return f">= {seconds(bound)} (censored)" if bound is not None else NO_RECOVERY
+
+
+def verdict_text(summary: dict[str, Any]) -> str:
+    """The verdict's one line, VIOLATED in capitals; '–' for a summary without one."""
+    verdict = summary.get("verdict")
+    if not isinstance(verdict, dict):
+        return "–"
+    reason = str(verdict.get("reason") or "")
+    return reason.replace("violated", "VIOLATED", 1) if verdict.get("holds") is False else reason
+
+
+def _phase_row(label: str, phase: dict[str, Any] | None, origin: int | None) -> list[str]:
+    if not phase:
+        return [label, "–", "–", "–", "–", "–", "–"]
+    return [
+        label,
+        f"{offset_s(phase.get('from_ms'), origin)} … {offset_s(phase.get('to_ms'), origin)}",
+        count(phase.get("count")),
+        *(number(phase.get(name)) for name in ("p50", "p99", "p99.9", "max")),
+    ]
+
+
 def offset_s(time_ms: int | None, origin_ms: int | None) -> str:
     if time_ms is None or origin_ms is None:
         return "–"
@@ -136,13 +165,102 @@ def _fault_rows(s: dict[str, Any]) -> list[list[str]]:
                 offset_s(fault["start_ms"], origin),
                 offset_s(fault.get("end_ms"), origin),
                 seconds(fault["stall_s"], "none"),
-                seconds(fault["recovery_s"], NO_RECOVERY),
+                recovery_text(fault),
                 f"{fault['threshold_ms']} ms",
                 number(fault["baseline_p99_ms"]),
                 count(fault["baseline_messages"]),
             ]
         )
     return rows
+
+
+TIMELINE_HEADERS = [
+    "#",
+    "detected",
+    "engine whole",
+    "first output",
+    "caught up",
+    "recovery",
+    "failure cost (ms)",
+    "partition stall",
+    "duplicates",
+    "replayed",
+    "checkpoint age",
+]
+
+
+def _caught_up_text(fault: dict[str, Any]) -> str:
+    if fault.get("caught_up_censored"):
+        return "not in run (censored)"
+    return seconds(fault.get("caught_up_s"))
+
+
+def _recovery_timeline_rows(s: dict[str, Any]) -> list[list[str]]:
+    """Per fault, seconds from its start: the engine's word, the output, the backlog."""
+    rows = []
+    for number_, fault in enumerate(s["faults"], start=1):
+        stalls = fault.get("partition_stalls")
+        worst = max(stalls, key=lambda p: p["stall_s"])["partition"] if stalls else None
+        stall = (
+            f"{seconds(fault.get('partition_stall_s'))} (partition {worst})"
+            if worst is not None
+            else "–"
+        )
+        age = fault.get("checkpoint_age_s")
+        rows.append(
+            [
+                str(number_),
+                seconds(fault.get("detected_s")),
+                seconds(fault.get("engine_whole_s")),
+                seconds(fault.get("first_output_s")),
+                _caught_up_text(fault),
+                recovery_text(fault),
+                number(fault.get("failure_cost_ms")),
+                stall,
+                count(fault.get("duplicate_records")),
+                seconds(fault.get("replayed_s")),
+                seconds(age) if age is not None else (fault.get("checkpoint_age_note") or "–"),
+            ]
+        )
+    return rows
+
+
+def _phase_blocks(s: dict[str, Any]) -> list[Block]:
+    """The steady state the run shows, and its latency before the first fault and after the
+    last recovery (nothing for an older summary)."""
+    state = s.get("steady_state")
+    phases = s.get("latency_phases")
+    if not isinstance(state, dict) or not isinstance(phases, dict):
+        return []
+    origin = s.get("first_intended_ms")
+    if state.get("reached"):
+        where = (
+            f"Steady state from {offset_s(state.get('from_ms'), origin)} (detected at "
+            f"{offset_s(state.get('detected_from_ms'), origin)}, warm-up to "
+            f"{offset_s(state.get('warmup_from_ms'), origin)})."
+        )
+    else:
+        where = (
+            "**No steady state reached** before the first fault (or the end): latency or "
+            "backlog still fell; the phases below start at the warm-up's end, "
+            f"{offset_s(state.get('warmup_from_ms'), origin)}, and are not steady figures."
+        )
+    reason = phases.get("after_recovery_reason")
+    after_label = "after last recovery" + (f" ({reason})" if reason else "")
+    return [
+        Paragraph(f"{where} Method: {state.get('method')}."),
+        Table(
+            ["phase", "due (from first message)", "count", "p50", "p99", "p99.9", "max"],
+            [
+                _phase_row(
+                    "before first fault" if s.get("faults") else "steady (no fault)",
+                    phases.get("before_fault"),
+                    origin,
+                ),
+                _phase_row(after_label, phases.get("after_recovery"), origin),
+            ],
+        ),
+    ]
 
 
 def _timeline_blocks(s: dict[str, Any]) -> list[Block]:
@@ -246,6 +364,8 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
         out.append(Paragraph(f"Parameters: {pairs}."))
 
     out.append(Heading("Delivery"))
+    if s.get("verdict"):
+        out.append(Paragraph(f"Verdict: **{verdict_text(s)}**."))
     out.append(Table(["", "count", "share of produced"], _delivery_rows(s)))
 
     latency = s["latency_ms"]
@@ -277,6 +397,8 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
                 ],
             )
         )
+
+    out.extend(_phase_blocks(s))
 
     throughput = s["throughput"]
     out.append(Heading("Throughput"))
@@ -316,6 +438,20 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
                 _fault_rows(s),
             )
         )
+        if any("detected_s" in fault for fault in s["faults"]):
+            out.append(
+                Paragraph(
+                    "Recovery timeline, seconds from each fault's start on the driver's clock "
+                    "(docs/metrics.md): the engine says it is unwell (detected) and whole again; "
+                    "the first delivery of a message due during the worst partition's outage "
+                    "(first output); the backlog back at its level before the fault (caught "
+                    "up); 5 s of on-time delivery (recovery, `>=` when the run ends first); the "
+                    "largest latency over the baseline p50 until then (failure cost); duplicate "
+                    "records received until the next fault and the seconds of input they are "
+                    "(replayed); time since the last completed checkpoint (Flink)."
+                )
+            )
+            out.append(Table(TIMELINE_HEADERS, _recovery_timeline_rows(s)))
         out.extend(_timeline_blocks(s))
     else:
         out.append(Paragraph("No fault was injected (baseline run)."))
@@ -420,6 +556,7 @@ def headline(summary: dict[str, Any]) -> str:
             f"{count(s['received_unique'])} ids  malformed {count(s['malformed_records'])}",
         ),
         ("lost", f"{count(s['lost'])} ({rate(s['loss_rate'])})"),
+        *([("verdict", verdict_text(s))] if s.get("verdict") else []),
         (
             "duplicates",
             f"{count(s['duplicate_records'])} records ({rate(s['duplicate_rate'])}), "
@@ -439,16 +576,40 @@ def headline(summary: dict[str, Any]) -> str:
             f"received {number(throughput['received_per_s']['mean'], 1)}/s",
         ),
     ]
+    phases = s.get("latency_phases") or {}
+    if s["faults"] and phases:
+        before, after = phases.get("before_fault") or {}, phases.get("after_recovery") or {}
+        steady_note = "" if (s.get("steady_state") or {}).get("reached") else " (not steady)"
+        rows.append(
+            (
+                "steady ms",
+                f"before fault p50 {number(before.get('p50'))} p99 {number(before.get('p99'))}"
+                f"{steady_note}; after recovery "
+                + (
+                    f"p50 {number(after.get('p50'))} p99 {number(after.get('p99'))}"
+                    if after
+                    else f"– ({phases.get('after_recovery_reason')})"
+                ),
+            )
+        )
     for number_, fault in enumerate(s["faults"], start=1):
+        extra = ""
+        if "detected_s" in fault:
+            extra = (
+                f"; detected {seconds(fault.get('detected_s'))}, first output "
+                f"{seconds(fault.get('first_output_s'))}, caught up {_caught_up_text(fault)}, "
+                f"replayed {seconds(fault.get('replayed_s'))} "
+                f"({count(fault.get('duplicate_records'))} duplicates)"
+            )
         rows.append(
             (
                 f"fault {number_}",
                 f"{fault.get('fault')} {fault.get('host') or ''} at "
                 f"{offset_s(fault['start_ms'], s.get('first_intended_ms'))}: "
                 f"stall {seconds(fault['stall_s'], 'none')}, "
-                f"recovery {seconds(fault['recovery_s'], NO_RECOVERY)} "
+                f"recovery {recovery_text(fault)} "
                 f"(threshold {fault['threshold_ms']} ms, baseline {fault['baseline_messages']} "
-                "messages)",
+                f"messages){extra}",
             )
         )
     width = max(len(name) for name, _ in rows)

@@ -11,11 +11,15 @@ AT_MOST_ONCE = "at_most_once"
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE = "exactly_once"
 DEFAULT_GUARANTEE = AT_LEAST_ONCE
-GUARANTEES = (AT_MOST_ONCE, AT_LEAST_ONCE, EXACTLY_ONCE)
 
 
-def _count(value: int) -> str:
-    return f"{value:,}"
+# What each guarantee forbids (the same rules as roles/experiment/files/run_record.py's, which
+# judges run.json from the collector's tally).
+FORBIDS = {
+    AT_MOST_ONCE: ("duplicates",),
+    AT_LEAST_ONCE: ("loss",),
+    EXACTLY_ONCE: ("loss", "duplicates"),
+}
 
 
 def verdict(
@@ -23,33 +27,26 @@ def verdict(
 ) -> dict[str, Any]:
     """{guarantee, holds, lost, duplicate_records, reason}: at_most_once holds when no record
     was delivered twice, at_least_once when no acknowledged message was lost, exactly_once when
-    both; holds is None for a guarantee the kit does not know."""
+    both; holds is None for a guarantee the kit does not know. The reason names what broke
+    the guarantee, or what it checked when it held."""
     chosen = guarantee or DEFAULT_GUARANTEE
     name = chosen.replace("_", "-")
-    lost_text = f"{_count(lost)} of {_count(produced)} acknowledged messages lost"
-    dup_text = (
-        f"{_count(duplicate_records)} duplicate record{'' if duplicate_records == 1 else 's'}"
-    )
-    if chosen == AT_LEAST_ONCE:
-        holds: bool | None = lost == 0
-        detail = lost_text
-    elif chosen == AT_MOST_ONCE:
-        holds = duplicate_records == 0
-        detail = f"{dup_text} ({_count(produced)} acknowledged messages)"
-    elif chosen == EXACTLY_ONCE:
-        holds = lost == 0 and duplicate_records == 0
-        detail = f"{lost_text}, {dup_text}"
-    else:
-        holds = None
-        detail = f"unknown guarantee (known: {', '.join(GUARANTEES)}); {lost_text}, {dup_text}"
-    state = {True: "held", False: "violated", None: "not judged"}[holds]
-    return {
-        "guarantee": chosen,
-        "holds": holds,
-        "lost": lost,
-        "duplicate_records": duplicate_records,
-        "reason": f"{name} {state}: {detail}",
+    base = {"guarantee": chosen, "lost": lost, "duplicate_records": duplicate_records}
+    forbids = FORBIDS.get(chosen)
+    if forbids is None:
+        return base | {"holds": None, "reason": f"{chosen} is not a guarantee the kit judges"}
+    checks = {
+        "loss": (lost, f"{lost:,} of {produced:,} acknowledged messages lost"),
+        "duplicates": (
+            duplicate_records,
+            f"{duplicate_records:,} duplicate record{'' if duplicate_records == 1 else 's'}",
+        ),
     }
+    broken = [checks[kind][1] for kind in forbids if checks[kind][0]]
+    if broken:
+        return base | {"holds": False, "reason": f"{name} violated: " + "; ".join(broken)}
+    kept = "; ".join(checks[kind][1] for kind in forbids)
+    return base | {"holds": True, "reason": f"{name} held: {kept}"}
 
 
 def run_guarantee(run: dict[str, Any]) -> str:

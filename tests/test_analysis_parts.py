@@ -216,7 +216,10 @@ def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys)
     out = tmp_path / "cmp"
     assert main(["compare", *map(str, runs), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "flink checkpoint_interval_s=5     n=2  duplicate rate 2 %  p99 ms 200" in printed
+    assert (
+        "flink checkpoint_interval_s=5     n=2  replayed s/fault –  duplicate rate 2 %  "
+        "p99 ms 200  recovery s 5 ± 1.414" in printed
+    )
 
     groups = compare.group_runs(compare.load_runs(runs))
     assert [(g.label, [r.run_id for r in g.runs]) for g in groups] == [
@@ -394,7 +397,7 @@ def test_compare_draws_no_plot_of_overloaded_runs_and_says_why(tmp_path):
         fake_summary(tmp_path, "s30-a", "storm", 30, 0.2, 50, 3.0),
     ]
     out = tmp_path / "cmp"
-    compare.compare(runs, out)  # not overloaded: every plot drawn
+    compare.compare(runs, out)  # not overloaded: every plot drawn but replayed.png (no figure)
     assert len(list((out / "plots").iterdir())) == 4
     for run in runs:
         overload = {"overloaded": True, "reason": "backlog slope"}
@@ -405,7 +408,8 @@ def test_compare_draws_no_plot_of_overloaded_runs_and_says_why(tmp_path):
     assert "![" not in table
     assert (
         "Not drawn, as no run counted in a mean has a value for them (2 of 2 runs flagged "
-        "overloaded and left out): latency_percentiles.png, duplicate_rate.png, recovery.png, "
+        "overloaded and left out): latency_percentiles.png, replayed.png, duplicate_rate.png, "
+        "recovery.png, "
         "parameter_sweep.png." in table
     )
 

@@ -23,7 +23,17 @@ ADVICE_JSON = "advice.json"
 SummarizeRuns = Callable[[Sequence[Path]], None]
 
 # The terminal's table: each group's mean over its repetitions (comparison.csv `mean` rows).
-TABLE_COLUMNS = ("group", "n", "loss %", "dup %", "p50 ms", "p99 ms", "recovery s")
+TABLE_COLUMNS = (
+    "group",
+    "n",
+    "verdict",
+    "loss %",
+    "replayed s",
+    "dup %",
+    "p50 ms",
+    "p99 ms",
+    "recovery s",
+)
 
 
 def _number(
@@ -32,6 +42,22 @@ def _number(
     if text in ("", None):
         return blank
     return f"{float(text) * scale:.{digits}f}{unit}"
+
+
+def _recovery(row: dict[str, str]) -> str:
+    """The group's mean recovery: over observed values and censored bounds (`>= 41.0`, a lower
+    bound, with how many were censored) from recovery_bound_s; from recovery_s for a
+    comparison.csv written before it. Blank with no counted run or no fault."""
+    if not int(row["n"]) or row.get("fault") == "none":
+        return _number(row.get("recovery_bound_s", row.get("recovery_s", "")), digits=1)
+    bound = row.get("recovery_bound_s")
+    if bound is None:  # an older comparison.csv: runs without a recovery were left out
+        return _number(row["recovery_s"], digits=1, blank=NO_RECOVERY)
+    if bound == "":
+        return NO_RECOVERY
+    censored = int(float(row.get("recovery_censored") or 0))
+    text = _number(bound, digits=1)
+    return f">= {text} ({censored} censored)" if censored else text
 
 
 def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
@@ -43,18 +69,13 @@ def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
         (
             row["group"],
             row["n"],
+            row.get("verdict") or "–",
             _number(row["loss_rate"], 100, 2),
+            _number(row.get("replayed_s", ""), digits=2),
             _number(row["duplicate_rate"], 100, 2),
             _number(row["latency_p50_ms"]),
             _number(row["latency_p99_ms"]),
-            # compare leaves a run without a recovery out of the mean: blank when no counted run
-            # showed one. Blank too, and no recovery to show, with no run counted (all
-            # overloaded: every mean is blank) or no fault.
-            _number(
-                row["recovery_s"],
-                digits=1,
-                blank=NO_RECOVERY if int(row["n"]) and row.get("fault") != "none" else "–",
-            ),
+            _recovery(row),
         )
         for row in means
     ]
@@ -137,6 +158,111 @@ def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
         "",
         "| run | status | attempts | reasons of the last attempt |",
         "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def attempt_directories(
+    results_dir: Path, entry: dict[str, Any]
+) -> list[tuple[dict[str, Any], Path | None]]:
+    """Each attempt of a run (study.json) with where its result directory is now: an attempt
+    followed by another was moved aside before it (the next attempt's `moved_aside`); the last
+    attempt's is results/<run id>. None when nothing says (an attempt without a successor's
+    record of the move)."""
+    attempts = [a for a in entry.get("attempts") or [] if isinstance(a, dict)]
+    found: list[tuple[dict[str, Any], Path | None]] = []
+    for index, attempt in enumerate(attempts):
+        if index + 1 < len(attempts):
+            moved = attempts[index + 1].get("moved_aside")
+            found.append((attempt, Path(moved) if isinstance(moved, str) and moved else None))
+        else:
+            found.append((attempt, results_dir / str(entry.get("run_id"))))
+    return found
+
+
+def attempt_loss(run_dir: Path | None, attempt: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What is known of one attempt's loss: the verdict of its summary.json (the analysis'
+    exact count), else the verdict study.json kept for the attempt (run.json's, from the
+    collector's tally), else its run.json's, else the collector's count in first-summary.json
+    (`missing` of `acknowledged`); source None when none of them is there."""
+    loss: dict[str, Any] = {"lost": None, "acknowledged": None, "holds": None, "source": None}
+    kept = (attempt or {}).get("verdict")
+    sources: list[tuple[str, Any]] = []
+    if run_dir is not None:
+        sources.append((SUMMARY, read_optional_json(run_dir / SUMMARY)))
+    sources.append(("study.json attempt", {"verdict": kept}))
+    if run_dir is not None:
+        sources.append(("run.json", read_optional_json(run_dir / "run.json")))
+    for name, data in sources:
+        verdict = data.get("verdict") if isinstance(data, dict) else None
+        if isinstance(verdict, dict) and isinstance(verdict.get("lost"), int):
+            produced = data.get("produced") if name == SUMMARY else None
+            holds = verdict.get("holds")
+            return {
+                "lost": verdict["lost"],
+                "acknowledged": produced if isinstance(produced, int) else None,
+                "holds": holds if isinstance(holds, bool) else None,
+                "source": f"{name} verdict",
+            }
+    if run_dir is None:
+        return loss
+    first = read_optional_json(run_dir / "first-summary.json")
+    if isinstance(first, dict) and isinstance(first.get("missing"), int):
+        acknowledged = first.get("acknowledged")
+        return {
+            "lost": first["missing"],
+            "acknowledged": acknowledged if isinstance(acknowledged, int) else None,
+            "holds": None,
+            "source": "first-summary.json missing",
+        }
+    return loss
+
+
+def _loss_section(plan: Plan, results_dir: Path) -> list[str]:
+    """Loss over every attempt of the study, those moved aside and repeated included: a
+    run that lost acknowledged messages is never hidden by a repetition."""
+    record = load_record(results_dir / plan.study) or {}
+    rows, attempts, lossy, unknown, total_lost = [], 0, 0, 0, 0
+    for entry in record.get("runs") or []:
+        for number_, (attempt, run_dir) in enumerate(
+            attempt_directories(results_dir, entry), start=1
+        ):
+            attempts += 1
+            loss = attempt_loss(
+                run_dir if run_dir is not None and run_dir.is_dir() else None, attempt
+            )
+            if loss["lost"] is None:
+                unknown += 1
+            elif loss["lost"] > 0:
+                lossy += 1
+                total_lost += loss["lost"]
+            held = {True: "held", False: "VIOLATED", None: "–"}[loss["holds"]]
+            where = "–" if run_dir is None else str(run_dir)
+            lost = "–" if loss["lost"] is None else f"{loss['lost']:,}"
+            acknowledged = "–" if loss["acknowledged"] is None else f"{loss['acknowledged']:,}"
+            rows.append(
+                f"| {entry.get('run_id')} | {number_} | {attempt.get('status')} | {lost} | "
+                f"{acknowledged} | {held} | {loss['source'] or '–'} | {where} |"
+            )
+    if not rows:
+        return []
+    unknown_text = (
+        f" For {unknown} the result directory has no verdict nor collector count (it stopped "
+        "before recording them, or is gone)."
+        if unknown
+        else ""
+    )
+    return [
+        "## Loss over every attempt",
+        "",
+        f"{attempts} attempt(s), those moved aside and repeated included: {lossy} lost "
+        f"acknowledged messages, {total_lost:,} in all.{unknown_text} The count is the "
+        "analysis' (summary.json) where the attempt was summarised, else the collector's "
+        "(run.json's verdict as study.json kept it, or first-summary.json).",
+        "",
+        "| run | attempt | status | lost | acknowledged | guarantee | from | result directory |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
@@ -263,6 +389,7 @@ def write_report(
         + ("." if outcome.finished else " (the comparison covers those)."),
         "",
         *_not_complete(plan, results_dir),
+        *_loss_section(plan, results_dir),
         *(
             [
                 "Complete but left out, as `python -m analysis summarize` could not summarise "
