@@ -160,3 +160,10 @@ def test_each_rule_refuses_its_bad_input_by_name(tmp_path, component, change, ex
 def test_the_inventory_as_given_passes(tmp_path):
     passed = preflight(tmp_path, ["zookeeper", "kafka", "flink", "storm", "spark"], keep, {})
     assert passed.rc == 0, passed.output[-3000:]
+
+
+def test_numbers_given_as_strings_on_the_command_line_pass(tmp_path):
+    # -e key=3 on the command line arrives as the string "3".
+    given = {"storm_supervisor_slots": "3", "kafka_controller_count": "3"}
+    passed = preflight(tmp_path, ["zookeeper", "kafka", "flink", "storm", "spark"], keep, given)
+    assert passed.rc == 0, passed.output[-3000:]
