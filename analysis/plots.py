@@ -45,6 +45,10 @@ class PlotData:
     duplicates_per_s: Mapping[int, int] = field(default_factory=dict)
     latency_per_s: Sequence[Mapping[str, Any]] = ()
     faults: Sequence[FaultSpan] = ()
+    # Where the steady state the run shows starts (summary.json steady_state.from_ms), and
+    # whether it reached one; None for no marker.
+    steady_from_s: float | None = None
+    steady_reached: bool = True
 
     def end_s(self) -> float:
         seconds = [
@@ -162,6 +166,14 @@ def latency_over_time(data: PlotData, path: Path) -> bool:
         ("max", "max", "tab:red"),
     ):
         axes.plot(xs, [row[key] for row in rows], label=label, color=color, lw=1)
+    if data.steady_from_s is not None:
+        axes.axvline(
+            data.steady_from_s,
+            color="tab:green",
+            ls="--",
+            lw=1,
+            label="steady from" if data.steady_reached else "no steady state (warm-up end)",
+        )
     if min(row["p50"] for row in rows) > 0:
         axes.set_yscale("log")
     axes.set_xlabel("intended send time (seconds since the first message)")

@@ -227,7 +227,7 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         "loss_rate": _ratio(totals.lost, totals.produced),
         "duplicate_records": duplicate_records,
         "duplicate_rate": _ratio(duplicate_records, totals.produced),
-        "duplicates_before_faults": duplicates_before,
+        "duplicates_before_faults": duplicates_before if fault_entries else duplicate_records,
         "input_rate_per_s": rate,
         "input_rate_source": rate_source,
         "duplicated_messages": totals.duplicated_messages,
@@ -269,6 +269,8 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         records_per_s=records_s,
         duplicates_per_s={s: n - first_s.get(s, 0) for s, n in records_s.items()},
         latency_per_s=per_second_latency,
+        steady_from_s=(steady_state["from_ms"] - origin) / metrics.MS_PER_S,
+        steady_reached=steady_state["reached"],
         faults=[
             plots.FaultSpan(
                 f"{entry.get('fault') or 'fault'} {entry.get('host') or ''}".strip(),
