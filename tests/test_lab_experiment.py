@@ -163,6 +163,61 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
     return InterruptedRun(results, run_id, instance, job["jid"])
 
 
+LOSSY_COUNT = 5 * RATE
+DROP_EVERY = 100  # the job drops ids 100, 200, ...: exactly LOSSY_COUNT // DROP_EVERY of them
+
+
+def test_a_run_that_loses_acknowledged_messages_ends_complete_with_a_failed_verdict(
+    converged, tmp_path
+):
+    """The loss verdict can fail: a Flink job switched to drop every 100th id (test_drop_every,
+    a switch only this test uses) commits its input and never writes those records. The run
+    ends complete in normal time (not at drain_timeout_s), counted lost to the message."""
+    results = tmp_path / "results"
+    run_id = f"test-lossy-{uuid.uuid4().hex[:8]}"
+    run = run_playbook(
+        "experiment.yml",
+        LAB_INVENTORY,
+        extravars={
+            "engine": "flink",
+            "count": LOSSY_COUNT,
+            "rate": RATE,
+            "warmup_s": WARMUP_S,
+            "test_drop_every": DROP_EVERY,
+            "run_id": run_id,
+            "experiment_results_dir": str(results),
+            "analyze_on": "local",
+        },
+        tmp_path=tmp_path,
+    )
+    assert run.rc == 0, run.output[-6000:]
+    out = results / run_id
+    dropped = set(range(DROP_EVERY, LOSSY_COUNT + 1, DROP_EVERY))
+    assert f"run {run_id} (flink, fault=none): complete, AT-LEAST-ONCE VIOLATED" in run.output
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "complete", record["incomplete_reasons"]
+    assert record["settings"]["test_drop_every"] == DROP_EVERY
+    assert record["verdict"] == {
+        "guarantee": "at_least_once",
+        "holds": False,
+        "lost": len(dropped),
+        "duplicate_records": record["verdict"]["duplicate_records"],
+        "reason": f"at-least-once violated: {len(dropped)} of {LOSSY_COUNT:,} acknowledged "
+        "messages lost",
+    }
+    received = {r["msg_id"] for r in read_jsonl(out / "received.jsonl")}
+    assert set(range(1, LOSSY_COUNT + 1)) - received == dropped
+    collected = json.loads((out / "received.summary.json").read_text())
+    assert collected["stop_reason"] == "complete" and collected["missing"] == len(dropped)
+    # Ended lost_wait_s after the last record, far from the 300 s drain timeout.
+    lost_wait_ms = role_default("experiment", "experiment_lost_wait_s") * 1000
+    assert lost_wait_ms <= collected["end_ms"] - collected["last_recv_ms"] < lost_wait_ms + 2000
+    assert collected["end_ms"] - collected["producer_done_ms"] < lost_wait_ms + 60_000
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["lost"] == len(dropped)
+    assert (summary["verdict"]["holds"], summary["verdict"]["lost"]) == (False, len(dropped))
+
+
 def flink_jobs(lab: dict[str, str]) -> list[dict]:
     return flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
 
