@@ -65,6 +65,8 @@ def check_recovery_timeline(record: dict, summary: dict) -> None:
     assert 0 < fault["first_output_s"] <= fault["caught_up_s"], fault
     assert fault["first_output_s"] <= fault["recovery_s"], fault
     assert fault["failure_cost_ms"] > 0 and fault["replayed_s"] >= 0
+    if record["engine"] == "flink":  # the last checkpoint before the fault is in the history
+        assert fault["checkpoint_age_s"] is not None and fault["checkpoint_age_s"] >= 0, fault
     assert fault["duplicate_records"] <= summary["duplicate_records"]
 
 

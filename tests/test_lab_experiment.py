@@ -492,6 +492,13 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         ({"engine": "flink", "rate": 0}, "rate=0 must be a number of messages per second above 0"),
         ({"engine": "storm", "count": -5}, "count=-5 must be a whole number of at least 1"),
         ({"engine": "flink", "fault": "meteor"}, "fault=meteor is not a fault the kit can inject"),
+        (
+            # 40 s of messages, the fault over 30 s in: 10 s left, less than recovery_window_s.
+            {"engine": "flink", "fault": "kill_taskmanager", "count": 20000, "rate": 500},
+            "less than recovery_window_s=60, so the run may not show the recovery. "
+            "Raise -e count to at least 45000",
+        ),
+        ({"engine": "flink", "guarante": "at_least_once"}, "-e guarante=at_least_once"),
     ],
 )
 def test_bad_input_fails_before_any_topic_or_job(converged, tmp_path, extravars, message):
