@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis import compare
+from analysis import compare, engine
 from analysis.io import RUN_JSON, InputError, read_optional_json, read_run
 from analysis.report import write_atomic, write_json
 
@@ -144,14 +144,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _dig(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _mean(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.fmean(present) if present else None
@@ -177,11 +169,11 @@ def _subtask_figures(subtasks: Any) -> tuple[list[float], list[float]]:
     for subtask in subtasks if isinstance(subtasks, list) else []:
         if not isinstance(subtask, dict) or subtask.get("status") != "completed":
             continue
-        sync = _dig(subtask, "checkpoint", "sync")
-        alignment = _dig(subtask, "alignment", "duration")
+        sync = engine.dig(subtask, "checkpoint", "sync")
+        alignment = engine.dig(subtask, "alignment", "duration")
         if _is_number(sync) and _is_number(alignment):
             held.append(sync + alignment)
-        if _is_number(_dig(subtask, "checkpoint", "async")):
+        if _is_number(engine.dig(subtask, "checkpoint", "async")):
             background.append(subtask["checkpoint"]["async"])
     return held, background
 
@@ -203,7 +195,7 @@ def blocking_costs(run_dir: Path) -> tuple[list[float], list[float]]:
     blocking: list[float] = []
     asynchronous: list[float] = []
     for names in by_checkpoint.values():
-        per_vertex = [_subtask_figures(_dig(documents, name, "subtasks")) for name in names]
+        per_vertex = [_subtask_figures(engine.dig(documents, name, "subtasks")) for name in names]
         if all(held for held, _ in per_vertex):
             blocking.append(max(max(held) for held, _ in per_vertex) / 1000)
             background = [value for _, values in per_vertex for value in values]
@@ -218,8 +210,8 @@ def end_to_end_cost(run_dir: Path) -> tuple[float | None, int]:
     data = read_optional_json(run_dir / CHECKPOINTS_FILE)
     if not isinstance(data, dict):
         return None, 0
-    completed = _dig(data, "counts", "completed")
-    average_ms = _dig(data, "summary", "end_to_end_duration", "avg")
+    completed = engine.dig(data, "counts", "completed")
+    average_ms = engine.dig(data, "summary", "end_to_end_duration", "avg")
     if _is_number(completed) and completed > 0 and _is_number(average_ms):
         return average_ms / 1000, int(completed)
     durations = [
@@ -443,9 +435,9 @@ def _interval_cost(
 def _phase(summary: dict[str, Any], phase: str, figure: str) -> float | None:
     """A latency_phases figure; None when absent, or when the run never reached a steady state
     (steady_state.reached false: its latency before the fault is not a steady one)."""
-    if _dig(summary, "steady_state", "reached") is False:
+    if engine.dig(summary, "steady_state", "reached") is False:
         return None
-    value = _dig(summary, "latency_phases", phase, figure)
+    value = engine.dig(summary, "latency_phases", phase, figure)
     return float(value) if _is_number(value) else None
 
 
@@ -686,7 +678,7 @@ def _measured_intervals(
                 "overloaded before its first fault"
             )
             continue
-        if _dig(summary.summary, "steady_state", "reached") is False:
+        if engine.dig(summary.summary, "steady_state", "reached") is False:
             notes.append(
                 f"{run['run_id']}: never reached a steady state (steady_state.reached false), "
                 "so its latency is left out of the steady p99"

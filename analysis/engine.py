@@ -29,7 +29,7 @@ def _number(value: Any) -> int | float | None:
     return value
 
 
-def _dig(data: Any, *keys: str) -> Any:
+def dig(data: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(data, dict):
             return None
@@ -95,27 +95,27 @@ def flink_evidence(engine: Path) -> dict[str, Any] | None:
             "in_progress": counts.get("in_progress"),
             "restored": counts.get("restored"),
             "duration_ms": {
-                "p50": _dig(summary, "end_to_end_duration", "p50"),
-                "max": _dig(summary, "end_to_end_duration", "max"),
+                "p50": dig(summary, "end_to_end_duration", "p50"),
+                "max": dig(summary, "end_to_end_duration", "max"),
             },
             "size_bytes": {
-                "last": _dig(checkpoints, "latest", "completed", "checkpointed_size"),
-                "avg": _dig(summary, "checkpointed_size", "avg"),
-                "max": _dig(summary, "checkpointed_size", "max"),
+                "last": dig(checkpoints, "latest", "completed", "checkpointed_size"),
+                "avg": dig(summary, "checkpointed_size", "avg"),
+                "max": dig(summary, "checkpointed_size", "max"),
             },
         }
     if isinstance(config, dict):
         evidence["checkpoint_interval_ms"] = config.get("interval")
         evidence["checkpoint_mode"] = config.get("mode")
     if isinstance(exceptions, dict):
-        entries = _dig(exceptions, "exceptionHistory", "entries")
+        entries = dig(exceptions, "exceptionHistory", "entries")
         if isinstance(entries, list):
             # A lower bound when the REST handler cut the list (Flink's own flag) or when the
             # JobManager's history was full: it drops the oldest entries beyond its size.
             size = exception_history_size(
                 read_optional_json(engine / "flink-jobmanager-config.json")
             )
-            cut = bool(_dig(exceptions, "exceptionHistory", "truncated"))
+            cut = bool(dig(exceptions, "exceptionHistory", "truncated"))
             evidence["restarts"] = len(entries)
             evidence["exception_history_size"] = size
             evidence["restarts_truncated"] = cut or (size is not None and len(entries) >= size)
@@ -148,7 +148,7 @@ def evidence(run_dir: Path) -> dict[str, Any]:
 
 def _flink_events(engine: Path, offset: float) -> Iterable[dict[str, Any]]:
     checkpoints = read_optional_json(engine / "flink-checkpoints.json")
-    for entry in _dig(checkpoints, "history") or []:
+    for entry in dig(checkpoints, "history") or []:
         if not isinstance(entry, dict):
             continue
         at = _on_driver_clock(entry.get("trigger_timestamp"), offset)
@@ -160,7 +160,7 @@ def _flink_events(engine: Path, offset: float) -> Iterable[dict[str, Any]]:
                 "event": f"checkpoint {entry.get('id')} {entry.get('status')} ({duration} ms)",
             }
     exceptions = read_optional_json(engine / "flink-exceptions.json")
-    for entry in _dig(exceptions, "exceptionHistory", "entries") or []:
+    for entry in dig(exceptions, "exceptionHistory", "entries") or []:
         if not isinstance(entry, dict):
             continue
         at = _on_driver_clock(entry.get("timestamp"), offset)
@@ -172,7 +172,7 @@ def _flink_events(engine: Path, offset: float) -> Iterable[dict[str, Any]]:
                 "event": f"failure {entry.get('exceptionName')} {where}".strip(),
             }
     job = read_optional_json(engine / "flink-job.json")
-    for state, stamp in (_dig(job, "timestamps") or {}).items():
+    for state, stamp in (dig(job, "timestamps") or {}).items():
         at = _on_driver_clock(stamp, offset)
         if at is not None:
             yield {"t_ms": at, "source": "flink-job", "event": f"job {state}"}

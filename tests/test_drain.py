@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from producer.drain import DrainSettings, DrainView, Stop, decide, shortfalls
@@ -13,6 +15,7 @@ SETTINGS = DrainSettings(
     quiet_s=10, timeout_s=900, drain_timeout_s=300, group=GROUP, input_topic=TOPIC
 )
 DONE_S = 100  # the producer finished at 100 s
+LOST_WAIT_SETTINGS = replace(SETTINGS, lost_wait_s=20)
 
 
 def sample(t_s, ends=(500, 400, 300), committed=(500, 400, 300), result_end=(1200,)):
@@ -98,14 +101,7 @@ def test_without_a_group_committed_offsets_are_not_asked_for():
 
 
 def test_missing_ids_keep_a_committed_quiet_run_open_only_for_lost_wait_s():
-    settings = DrainSettings(
-        quiet_s=10,
-        timeout_s=900,
-        drain_timeout_s=300,
-        group=GROUP,
-        input_topic=TOPIC,
-        lost_wait_s=20,
-    )
+    settings = LOST_WAIT_SETTINGS
     lossy = view(sample(105), missing=7)
     assert decide(lossy, int(119.9 * SECOND), settings) is None
     assert shortfalls(lossy, int(119.9 * SECOND), settings) == ["7 acknowledged ids never arrived"]
@@ -115,14 +111,7 @@ def test_missing_ids_keep_a_committed_quiet_run_open_only_for_lost_wait_s():
 
 
 def test_missing_ids_never_end_a_run_whose_group_has_not_committed_the_end():
-    settings = DrainSettings(
-        quiet_s=10,
-        timeout_s=900,
-        drain_timeout_s=300,
-        group=GROUP,
-        input_topic=TOPIC,
-        lost_wait_s=20,
-    )
+    settings = LOST_WAIT_SETTINGS
     behind = view(sample(150, committed=(500, 350, 300)), missing=7)
     assert decide(behind, 250 * SECOND, settings) is None
     stop = decide(behind, (DONE_S + 300) * SECOND, settings)

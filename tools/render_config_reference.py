@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generated_page  # noqa: E402  (tools/, beside this file)
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = Path("docs/configuration.md")
 
@@ -139,13 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     page = args.repo / PAGE
     text = render(args.repo)
-    if args.check:
-        if not page.is_file() or page.read_text(encoding="utf-8") != text:
-            print(f"{PAGE} is not what {Path(__file__).name} renders: run it", file=sys.stderr)
-            return 1
-        return 0
-    page.write_text(text, encoding="utf-8")
-    return 0
+    return generated_page.write_or_check(page, text, args.check, Path(__file__).name)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import generated_page  # noqa: E402  (tools/, beside this file)
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = Path("docs/figures.md")
 RESULTS = Path("bench/results")
@@ -271,13 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"render_figures: {error}", file=sys.stderr)
         return 2
     page = args.repo / PAGE
-    if args.check:
-        if not page.is_file() or page.read_text(encoding="utf-8") != text:
-            print(f"{PAGE} is not what {Path(__file__).name} renders: run it", file=sys.stderr)
-            return 1
-        return 0
-    page.write_text(text, encoding="utf-8")
-    return 0
+    return generated_page.write_or_check(page, text, args.check, Path(__file__).name)
 
 
 if __name__ == "__main__":
