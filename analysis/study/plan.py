@@ -31,15 +31,12 @@ SCALED_COUNT = "count"
 DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offset_commit_period_s"}
 # Time a run takes beyond producing, the commit wait and the quiet period (estimated_s adds
 # those): the playbook's checks, the job build cache, topics, submission, readiness probe,
-# evidence, stopping the job and the recovery step. The smoke study's runs on the test hosts
-# (2026-11-24, 20 s of messages) took 96 to 134 s of that (Flink 96-108 s, Storm 123-134 s), each
-# with its own PySpark summary then (about 30 s; studies now analyse their runs together after
-# the last one, which no estimate counts); measured runs of the study replace it as it goes.
+# evidence, stopping the job and the recovery step. From the smoke study's runs on the test
+# hosts (docs/studies.md, the estimate); measured runs of the study replace it as it goes.
 RUN_OVERHEAD_S = 115.0
 # The analysis after the last run, one local Spark application over the complete runs without a
-# summary.json: Spark's start and a share per run. From the smoke study's 2 runs (25,000
-# messages each) on this machine, 2026-11-29: 34 s and 39 s summarised one at a time, 53 s
-# together, 43 to 59 s in three demos. Runs with many more messages take longer.
+# summary.json: Spark's start and a share per run, from the smoke study's runs (docs/studies.md).
+# Runs with many more messages take longer.
 ANALYSIS_START_S = 25.0
 ANALYSIS_PER_RUN_S = 14.0
 RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -62,7 +59,7 @@ class PlannedRun:
             "run_id": self.run_id,
             "results_dir": results_dir,
             # The study analyses its runs together at the end (report.write_report): one
-            # Spark application instead of one per run (2 demo runs: 53 s, not 73 s).
+            # Spark start instead of one per run.
             "analyze_on": "none",
         }
 
