@@ -101,7 +101,7 @@ def send_on_schedule(
     Nothing is skipped and the slots never move: a stall shows up as send lag
     (sent - intended) of the messages after it, not as a shifted schedule. Messages carry no
     key, so kafka-python's sticky partitioner fills one batch at a time instead of hashing
-    each key: about a fifth more throughput on the test hosts. The writer gets a turn
+    each key, for more throughput (docs/experiments.md). The writer gets a turn
     whenever it is due, between sends and while waiting for a slot.
     """
     messages = SensorMessages(settings.seed)

@@ -7,8 +7,8 @@ F.ready and waits until F exists. Once F.ready is there, the playbook fixes the 
 
 writes now + lead (epoch ms on this host's clock) to F in one rename and prints it, and the
 faults are scheduled against the same instant. The lead then has to cover only what the playbook
-does after fixing the instant (starting the faults), never the producer's own start, which took
-4.5 to 9.5 s as an Ansible `async` task on the loaded test hosts of 2026-11-27.
+does after fixing the instant (starting the faults), never the producer's own start, which takes
+seconds as an Ansible `async` task on loaded hosts (docs/experiments.md).
 """
 
 from __future__ import annotations
