@@ -30,11 +30,10 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 import processes  # noqa: E402  (tests/lab/processes.py, shared with the test-host scripts)
 
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
-# Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too).
-# On 2026-11-27 (2 shared cores) Storm's run of 20,000 at 2,000/s fell 14,700 messages behind
-# (325 results/s), drained for 45 s and took 5 min 38 s in all; 5,000 at 500/s was still flagged
-# overloaded (the backlog grew 529 messages/s over the 9 samples of its overload window) but
-# drained within the collector's 10 s quiet period, and took 2 min 55 s.
+# Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too):
+# at 2,000/s the shared cores could not keep up and Storm's runs spent most of their time draining
+# (docs/testing.md); at 500/s a Storm run may still be flagged overloaded, but it drains within
+# the collector's quiet period.
 LAB_EXPERIMENT_RATE = 500
 # The embedded default: this machine, over a local connection.
 LOCAL_INVENTORY = REPO / "inventory" / "local"
@@ -109,10 +108,8 @@ def run_playbook(
     (playbook-<n>-<name>.log): a failed assertion shows only its tail.
 
     Not through ansible-runner, which the kit's studies use: its event callback serialises every
-    task's result and the runner writes each event to a file. On the converged test hosts on
-    2026-11-29, site.yml changing nothing took, through ansible-runner against directly, 131 s
-    against 108 s, 112 s against 105 s, and 155 s against 132 s (the control node's CPU time
-    103 s against 84 s), on this machine's 2 cores that the hosts share.
+    task's result and the runner writes each event to a file, which slows a playbook down on the
+    cores the test hosts share (docs/testing.md).
 
     Extra vars go inline as JSON, as the runner passed them (from a file, ansible-core 2.19
     would treat their strings as templates). The environment is this process's with the

@@ -76,7 +76,7 @@ def check_flink_restarted(out: Path, summary: dict, timeline: list[dict]) -> Non
     replay from the last checkpoint wrote some results twice, and they were counted.
 
     Flink's numRestarts metric is not used: read over REST it stayed 0 (or absent) in runs that
-    visibly restarted (the smoke study, 2026-11-24)."""
+    visibly restarted (smoke-study runs: docs/results.md)."""
     (injected,) = read_jsonl(out / "faults.jsonl")
     before = [t for t in timeline if t["t_ms"] < injected["start_ms"] and "error" not in t]
     after = [t for t in timeline if t["t_ms"] >= injected["start_ms"] and "error" not in t]

@@ -5,15 +5,15 @@
    (`-m "not lab and not realtime"`), after the command given with --beside-first (`make test`:
    the linters, which need no test host either), meant to use the CPU the lab leaves unused
    (waits on SSH, on a paced producer, on a fault's schedule) instead of adding their own time
-   after the lab's (vmstat over the first 40 minutes of a CI run on 2026-11-27, both running:
-   1 % idle); their output goes to a log, printed once the lab's tests are done;
+   after the lab's (with both running, the CPU is hardly ever idle); their output goes to a
+   log, printed once the lab's tests are done;
 3. last, alone and at the normal weight, the `realtime` tests that need no test host (deadlines
    of seconds or less on the wall clock, the local Kafka broker's JVM, conftest marks them),
    which a busy lab beside them could make late.
 
 The low weight is a cgroup (v1 `cpu` hierarchy, below this process's own) with 256 CPU shares,
 which every process those tests start stays in, also one in a session of its own. Where the
-runner's cgroup is the root, as on the 2-core machine of 2026-11-27, its siblings are the
+runner's cgroup is the root, as on the 2-core build machine, its siblings are the
 autogroups of every session (1024 each at nice 0), so it weighs a quarter of one session; below
 a non-root cgroup its siblings are single tasks, each weighing 1024 at nice 0. Not the idle
 class: they must still get some CPU while the lab keeps both cores busy. Where this machine has

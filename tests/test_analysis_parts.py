@@ -143,7 +143,7 @@ def test_flink_evidence_and_the_timeline_around_a_fault(tmp_path):
 @pytest.mark.parametrize(
     ("entries", "jobmanager_config", "cut", "size", "truncated"),
     [
-        # The CI run of 2026-11-29: 16 failed restarts filled Flink's default history.
+        # As in a CI run: 16 failed restarts filled Flink's default history.
         (16, [{"key": "jobmanager.rpc.port", "value": "6123"}], False, 16, True),
         (15, [], False, 16, False),
         (10, [{"key": "web.exception-history-size", "value": "256"}], False, 256, False),
@@ -248,7 +248,7 @@ def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys)
 
 
 def test_the_start_lead_does_not_split_repetitions_recorded_before_and_after_it(tmp_path):
-    """run.json has start_lead_ms since 2026-11-28; it follows from the fault, so an older run
+    """Older runs' run.json has no start_lead_ms; it follows from the fault, so an older run
     without it and a newer one with it are repetitions of one setting."""
     older = fake_summary(tmp_path, "f5-old", "flink", 5, 0.01, 100, 4.0)
     newer = fake_summary(tmp_path, "f5-new", "flink", 5, 0.03, 300, 6.0)

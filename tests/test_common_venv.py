@@ -101,8 +101,8 @@ def test_a_base_interpreter_the_service_account_cannot_run_is_refused_before_any
 
 
 def unrunnable_venv(open_dir: Path, tmp_path: Path, with_pip: bool = True) -> Path:
-    """A virtualenv made from an interpreter nobody cannot run, as the embedded default made
-    one until 2026-11-26; without pip, as when ensurepip failed."""
+    """A virtualenv made from an interpreter nobody cannot run, as the embedded default once
+    made one; without pip, as when ensurepip failed."""
     venv = open_dir / "venv"
     subprocess.run([str(closed_python(tmp_path)), "-m", "venv", str(venv)], check=True)
     if not with_pip:

@@ -98,9 +98,9 @@ def test_a_client_with_a_wrong_password_is_refused(converged, sasl, caplog):
     refused_before = broker_refusals(address, reason)
     why = refused_because(caplog, address, (reason,), **wrong)
     # The reason reaches the client in the broker's answer, which the broker sends just before it
-    # closes the connection; on a loaded machine kafka-python can see the close first (CI of
-    # 2026-11-28: three tries, each "socket disconnected" after the version exchange). The
-    # broker's own log then says why it refused.
+    # closes the connection; on a loaded machine kafka-python can see the close first (each try
+    # then fails "socket disconnected" after the version exchange). The broker's own log then
+    # says why it refused.
     assert reason in why or broker_refusals(address, reason) > refused_before, why
 
 

@@ -38,7 +38,7 @@ def defaults(role: str) -> dict:
     return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
 
 
-# The kit's documented defaults (README, roles/common/meta/argument_specs.yml).
+# The kit's documented defaults (docs/configuration.md, from roles/common/meta/argument_specs.yml).
 SERVICE_USER = "streamlab"
 MINFDS = 16384
 INSTALL = "/opt/streamlab"

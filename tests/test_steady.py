@@ -186,7 +186,7 @@ def test_a_backlog_that_wobbles_is_not_overload_and_slow_rates_get_the_floor():
 
 
 def test_a_slope_over_the_threshold_within_the_samples_scatter_is_not_called_either_way():
-    """The Storm run of a `make demo` on 2026-11-29: 7 samples a second apart between the
+    """The Storm run of a `make demo` (docs/results.md): 7 samples a second apart between the
     warm-up and the fault, a backlog of 37, 0, 38, 0, 23, 152 and 47 (results written in
     batches). Its slope, 11.0 msg/s, was over the 10 msg/s threshold and the run was flagged
     overloaded; the slope's 95 % interval is about -14 to 36 msg/s."""
