@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import lab_playbooks
+import yaml
 
 from producer.lagsampler import LagSample
 from producer.steady import overload
@@ -357,8 +358,8 @@ def main() -> int:
         "--count",
         type=int,
         default=None,
-        help="messages per run (default: enough for the experiment's recovery_window_s, 60 s, "
-        "and 5 s more after the fault ends)",
+        help="messages per run (default: enough for the experiment's recovery_window_s and 5 s "
+        "more after the fault ends)",
     )
     parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
     parser.add_argument("--from-results", type=Path, help="only rebuild the tables of these runs")
@@ -367,7 +368,11 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.count is None:
-        args.count = int((args.fault_at_s + args.duration_s + 65) * args.rate)
+        defaults = yaml.safe_load(
+            (lab_playbooks.REPO / "roles" / "experiment" / "defaults" / "main.yml").read_text()
+        )
+        window = int(defaults["experiment_recovery_window_s"])
+        args.count = int((args.fault_at_s + args.duration_s + window + 5) * args.rate)
     table: list[tuple[str, str, str, int, list[FaultRun]]] = []
     results = args.from_results or args.results
     if args.from_results:

@@ -495,8 +495,8 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
         (
             # 40 s of messages, the fault over 30 s in: 10 s left, less than recovery_window_s.
             {"engine": "flink", "fault": "kill_taskmanager", "count": 20000, "rate": 500},
-            "less than recovery_window_s=60, so the run may not show the recovery. "
-            "Raise -e count to at least 45000",
+            "less than recovery_window_s=120, so the run may not show the recovery. "
+            "Raise -e count to at least 75000",
         ),
         ({"engine": "flink", "guarante": "at_least_once"}, "-e guarante=at_least_once"),
     ],

@@ -219,7 +219,7 @@ def test_the_forecast_counts_the_analysis_of_every_complete_run_without_a_summar
 def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
     results = tmp_path / "results"
     study = spec.load(STUDIES / "checkpoint-interval.yml", kit)
-    the_plan = plan.make_plan(study, kit, 0.25, order_seed=5)
+    the_plan = plan.make_plan(study, kit, 0.5, order_seed=5)
     broken = the_plan.runs[4].run_id
     experiment = FakeExperiment(
         results, lambda run, call: "incomplete" if run.run_id == broken else "complete"
@@ -246,23 +246,23 @@ def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
 
     report = write_report(the_plan, results, outcome, summarize_runs)
     assert summarised == [unsummarised]
-    study_dir = results / "checkpoint-interval-scale0p25"
+    study_dir = results / "checkpoint-interval-scale0p5"
     assert report == study_dir / "report.md"
     text = report.read_text()
-    assert text.startswith("# Study checkpoint-interval-scale0p25")
-    assert "**Scale 0.25**" in text
-    assert "| parameters.checkpoint_interval_s | 300 | 75 |" in text
-    assert "| advice.mtbf_s | 600 | 150 |" in text
+    assert text.startswith("# Study checkpoint-interval-scale0p5")
+    assert "**Scale 0.5**" in text
+    assert "| parameters.checkpoint_interval_s | 300 | 150 |" in text
+    assert "| advice.mtbf_s | 600 | 300 |" in text
     assert "Complete: 8 of 9 runs (the comparison covers those)." in text
     assert f"| {broken} | incomplete | 1 | the drain timed out |" in text
     assert "## Comparison" in text and "![duplicate_rate.png](plots/duplicate_rate.png)" in text
-    # The advice at the scaled failure rate: c = 0.778 s, M = 150 s.
+    # The advice at the scaled failure rate: c = 0.778 s, M = 300 s.
     assert "## Checkpoint interval advice" in text
     advice = json.loads((study_dir / "advice.json").read_text())
     assert advice["checkpoint_cost_s"] == pytest.approx(0.778)
-    assert advice["mtbf_s"] == pytest.approx(150)
-    assert advice["young_daly_s"] == pytest.approx((2 * 0.778 * 150) ** 0.5)
-    assert sorted(r["interval_s"] for r in advice["measured"]) == [1, 8, 75]
+    assert advice["mtbf_s"] == pytest.approx(300)
+    assert advice["young_daly_s"] == pytest.approx((2 * 0.778 * 300) ** 0.5)
+    assert sorted(r["interval_s"] for r in advice["measured"]) == [3, 15, 150]
     csv_rows = (study_dir / "comparison.csv").read_text().splitlines()
     assert len([row for row in csv_rows if ",run," in row]) == 8
 

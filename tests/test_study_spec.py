@@ -86,7 +86,7 @@ def test_flink_vs_storm_spec_expands_to_27_runs(kit):
     assert {r.fault for r in flink} == {"stop_taskmanager", "kill_taskmanager"}
     assert {r.fault for r in storm} == {"kill_supervisor"}
     assert sorted({r.repetition for r in runs}) == [1, 2, 3]
-    assert all(r.parameters["count"] == 200000 and r.parameters["rate"] == 2000 for r in runs)
+    assert all(r.parameters["count"] == 320000 and r.parameters["rate"] == 2000 for r in runs)
     assert study.advice is not None and study.advice.mtbf_s == 600
 
 
@@ -99,24 +99,24 @@ def test_checkpoint_interval_spec_and_its_scale(kit):
     assert {(r.parameters["fault_every_s"], r.parameters["fault_count"]) for r in full.runs} == {
         (600, 3)
     }
-    small = plan.make_plan(study, kit, 0.25, order_seed=7)
-    assert small.study == "checkpoint-interval-scale0p25"
-    assert all(r.run_id.startswith("checkpoint-interval-scale0p25-flink-") for r in small.runs)
-    assert sorted({r.parameters["checkpoint_interval_s"] for r in small.runs}) == [1, 8, 75]
+    small = plan.make_plan(study, kit, 0.5, order_seed=7)
+    assert small.study == "checkpoint-interval-scale0p5"
+    assert all(r.run_id.startswith("checkpoint-interval-scale0p5-flink-") for r in small.runs)
+    assert sorted({r.parameters["checkpoint_interval_s"] for r in small.runs}) == [3, 15, 150]
     one = small.runs[0].parameters
-    assert one["count"] == study.parameters["count"][0] // 4
-    assert (one["fault_at_s"], one["fault_every_s"], one["fault_count"]) == (150, 150, 3)
+    assert one["count"] == study.parameters["count"][0] // 2
+    assert (one["fault_at_s"], one["fault_every_s"], one["fault_count"]) == (300, 300, 3)
     # Timeouts that guard the measurement keep their value.
     assert one["drain_timeout_s"] == study.parameters["drain_timeout_s"][0]
-    assert small.spec.advice is not None and small.spec.advice.mtbf_s == pytest.approx(150)
+    assert small.spec.advice is not None and small.spec.advice.mtbf_s == pytest.approx(300)
     scaled = {(v.key, v.before): v.after for v in small.scaled}
-    assert scaled[("parameters.checkpoint_interval_s", 5)] == 1
-    assert scaled[("faults[0].fault_every_s", 600)] == 150
+    assert scaled[("parameters.checkpoint_interval_s", 5)] == 3
+    assert scaled[("faults[0].fault_every_s", 600)] == 300
     # Scaled further, the run would end too soon after its last fault to show the recovery
     # (recovery_window_s is not scaled: an engine does not recover faster in a shorter study).
     with pytest.raises(SpecError) as too_short:
-        plan.make_plan(study, kit, 0.1, order_seed=7)
-    assert "recovery_window_s=60" in str(too_short.value)
+        plan.make_plan(study, kit, 0.25, order_seed=7)
+    assert "recovery_window_s=120" in str(too_short.value)
     with pytest.raises(SpecError) as refused:
         plan.make_plan(study, kit, 0.01, order_seed=7)
     assert refused.value.key == "parameters.checkpoint_interval_s"
@@ -285,8 +285,8 @@ def test_a_schedule_that_leaves_less_than_recovery_window_s_is_refused_naming_it
     with pytest.raises(spec.SpecError) as refused:
         plan.make_plan(study, kit, 1.0, order_seed=1)
     message = str(refused.value)
-    assert "faults[0].fault_at_s" in message and "recovery_window_s=60" in message
-    assert "leaving 15 s" in message and "Raise count to at least 75,000" in message
+    assert "faults[0].fault_at_s" in message and "recovery_window_s=120" in message
+    assert "leaving 15 s" in message and "Raise count to at least 135,000" in message
     # The same schedule with the window it leaves is accepted.
-    path.write_text(path.read_text().replace("count: 30000", "count: 75000"))
+    path.write_text(path.read_text().replace("count: 30000", "count: 135000"))
     assert len(plan.make_plan(spec.load(path, kit), kit, 1.0, order_seed=1).runs) == 1
