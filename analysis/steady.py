@@ -17,9 +17,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import histogram
+from analysis.linefit import fit_line
 from analysis.metrics import MS_PER_S, delivered_acked, latency, latency_histogram
 from analysis.recovery import BacklogSample
-from producer.steady import fit_line
 
 WINDOW_MS = 5_000
 # A window starts the steady state when no later window's p50 is below this share of its own.

@@ -9,16 +9,15 @@ from collections import Counter
 import pytest
 
 from producer.lagsampler import LagSample
+from producer.linefit import fit_line, t_quantile_975
 from producer.steady import (
     ArrivalTimes,
-    fit_line,
     latency_figures,
     latency_histogram,
     nearest_rank,
     output_rate,
     overload,
     steady_figures,
-    t_quantile_975,
 )
 
 T0 = 1_734_258_123_000  # intended_ms of message 1

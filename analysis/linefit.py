@@ -1,0 +1,1 @@
+../producer/linefit.py
