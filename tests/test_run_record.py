@@ -280,3 +280,15 @@ def test_an_incomplete_run_is_not_judged(run_dir):
     judged = run_record.verdict("at_least_once", "incomplete", {"missing": 3, "duplicates": 0})
     assert judged["holds"] is None
     assert judged["reason"] == "at-least-once not judged: the run is incomplete"
+
+
+@pytest.mark.parametrize("guarantee", ["at_most_once", "at_least_once", "exactly_once", "none"])
+@pytest.mark.parametrize(("lost", "duplicates"), [(0, 0), (3, 0), (0, 4), (2, 5)])
+def test_run_json_and_the_analysis_judge_a_run_alike(guarantee, lost, duplicates):
+    # run_record.py runs without the kit's packages, so it keeps its own copy of the rules.
+    from analysis.verdict import verdict as analysed
+
+    recorded = run_record.verdict(
+        guarantee, "complete", {"acked": 10, "missing": lost, "duplicates": duplicates}
+    )
+    assert recorded == analysed(guarantee, 10, lost, duplicates)
