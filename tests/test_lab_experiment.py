@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -222,6 +223,30 @@ def flink_jobs(lab: dict[str, str]) -> list[dict]:
     return flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
 
 
+# run.json `phases` of a run without a fault, in the order the playbook reaches them.
+PHASES = [
+    *("facts", "install", "checks", "build", "clients", "topics", "clocks", "submit"),
+    *("timeline", "ready", "start", "producing", "drain", "evidence", "record", "stop"),
+    *("recover", "record_again"),
+]
+
+
+def check_phases(record: dict, produced: dict) -> None:
+    """Every phase, in order, each ending where the next starts; the producer's own sending
+    (driver clock: the test hosts share the control node's) begins in the lead, after the
+    clients started, and ends within `producing`, which the playbook saw end soon after."""
+    phases = record["phases"]
+    assert [p["name"] for p in phases] == PHASES, phases
+    assert all(p["start_ms"] <= p["end_ms"] for p in phases), phases
+    assert all(a["end_ms"] == b["start_ms"] for a, b in itertools.pairwise(phases)), phases
+    assert phases[0]["start_ms"] < record["start_ms"] < record["end_ms"] <= phases[-1]["end_ms"]
+    start, producing = (next(p for p in phases if p["name"] == n) for n in ("start", "producing"))
+    assert start["start_ms"] < produced["start_ms"] < produced["end_ms"], (start, produced)
+    # The mark follows the start instant by a task or two, well within the lead.
+    assert producing["start_ms"] <= produced["start_ms"] + 1000, (producing, produced)
+    assert produced["end_ms"] <= producing["end_ms"] <= produced["end_ms"] + 10_000, producing
+
+
 @pytest.mark.parametrize("engine", ["flink", "storm"])
 def test_a_run_without_faults_delivers_every_acknowledged_message(
     converged, tmp_path, engine, request
@@ -270,6 +295,7 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "complete", record["incomplete_reasons"]
     assert record["engine"] == engine and record["fault"] == "none"
+    check_phases(record, json.loads((out / "produced.summary.json").read_text()))
     parameters = record["parameters"]
     assert (parameters["count"], parameters["rate"], parameters["warmup_s"]) == (
         COUNT,

@@ -292,3 +292,44 @@ def test_run_json_and_the_analysis_judge_a_run_alike(guarantee, lost, duplicates
         guarantee, "complete", {"acked": 10, "missing": lost, "duplicates": duplicates}
     )
     assert recorded == analysed(guarantee, 10, lost, duplicates)
+
+
+def test_each_phase_ends_where_the_next_starts_and_the_last_when_the_record_is_written(run_dir):
+    marks = [{"name": "facts", "ms": 1_000}, {"name": "producing", "ms": 4_000}]
+    marks.append({"name": "drain", "ms": 3_500})  # the clock stepped back: no time, no overlap
+    record = run_record.build_record(run_dir, facts(phase_marks=marks), now_ms=9_000)
+    assert record["phases"] == [
+        {"name": "facts", "start_ms": 1_000, "end_ms": 4_000},
+        {"name": "producing", "start_ms": 4_000, "end_ms": 4_000},
+        {"name": "drain", "start_ms": 3_500, "end_ms": 9_000},
+    ]
+    assert run_record.build_record(run_dir, facts())["phases"] == []
+
+
+def test_the_summary_says_how_long_the_run_took_around_its_producing(run_dir):
+    produced = json.loads((run_dir / "produced.summary.json").read_text())
+    produced |= {"start_ms": 20_000, "end_ms": 45_000}
+    (run_dir / "produced.summary.json").write_text(json.dumps(produced))
+    marks = [
+        {"name": "checks", "ms": 0},
+        {"name": "submit", "ms": 5_000},
+        {"name": "producing", "ms": 19_000},
+        {"name": "drain", "ms": 46_000},
+        {"name": "record", "ms": 58_000},
+    ]
+    record = run_record.build_record(run_dir, facts(phase_marks=marks), now_ms=60_000)
+    first = run_record.first_summary(record, produced, None)
+    assert first["time"] == {
+        "total_s": 60.0,
+        "producing_s": 25.0,
+        "around_producing_s": 35.0,
+        "longest": [
+            {"name": "producing", "s": 27.0},
+            {"name": "submit", "s": 14.0},
+            {"name": "drain", "s": 12.0},
+        ],
+    }
+    assert (
+        "time: 60.0 s from the playbook's start, producing 25.0 s, around it 35.0 s (longest "
+        "phases: producing 27.0 s, submit 14.0 s, drain 12.0 s)"
+    ) in run_record.summary_lines(first, run_dir)

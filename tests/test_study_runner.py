@@ -553,3 +553,35 @@ def test_the_study_lock_is_held_from_the_runs_through_the_report(tmp_path, kit):
         with pytest.raises(StudyError, match="another streamlab-study is running sweep"):
             second.run()
     second.run()  # free again
+
+
+def test_the_phase_table_gives_each_engines_median_phase_and_time_around_producing(tmp_path):
+    def run(name, engine, phases, sending_ms):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        marks, at = [], 0
+        for phase, length_s in phases:
+            marks.append({"name": phase, "start_ms": at, "end_ms": at + length_s * 1000})
+            at += length_s * 1000
+        (run_dir / "run.json").write_text(json.dumps({"engine": engine, "phases": marks}))
+        summary = {"start_ms": 1_000, "end_ms": 1_000 + sending_ms}
+        (run_dir / "produced.summary.json").write_text(json.dumps(summary))
+        return run_dir
+
+    dirs = [
+        run("f1", "flink", [("submit", 10), ("producing", 30), ("drain", 6)], 25_000),
+        run("f2", "flink", [("submit", 14), ("producing", 31), ("drain", 8)], 26_000),
+        run("f3", "flink", [("submit", 30), ("producing", 29), ("drain", 7)], 25_000),
+        run("s1", "storm", [("submit", 20), ("producing", 30)], 25_000),
+        run("old", "storm", [], 25_000),  # recorded before phases: left out
+    ]
+    assert study_report.phase_table(dirs) == [
+        "| phase | flink: median s (runs) | storm: median s (runs) |",
+        "|---|---|---|",
+        "| submit | 14.0 (3) | 20.0 (1) |",
+        "| producing | 30.0 (3) | 30.0 (1) |",
+        "| drain | 7.0 (3) | – |",
+        # flink: 46 - 25, 53 - 26, 66 - 25 = 21, 27, 41; storm: 50 - 25
+        "| around producing | 27.0 (3) | 25.0 (1) |",
+    ]
+    assert study_report.phase_table(dirs[-1:]) == []

@@ -5,6 +5,7 @@ runs that are not complete)."""
 from __future__ import annotations
 
 import csv
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -277,6 +278,49 @@ def _producing_s(run_dir: Path) -> float | None:
         return None
 
 
+def phase_table(run_dirs: Sequence[Path]) -> list[str]:
+    """Per engine, the median length of each phase of run.json `phases` over the given runs,
+    and of the time around producing (the phases' span less the producer's own sending time),
+    as Markdown; no lines when no run recorded its phases."""
+    lengths: dict[str, dict[str, list[float]]] = {}
+    order: dict[str, None] = {}
+    for run_dir in run_dirs:
+        record = read_optional_json(run_dir / "run.json") or {}
+        phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
+        sending = _producing_s(run_dir)
+        if not phases or sending is None:
+            continue
+        engine = lengths.setdefault(str(record.get("engine")), {})
+        for phase in phases:
+            order.setdefault(phase["name"], None)
+            engine.setdefault(phase["name"], []).append(
+                (phase["end_ms"] - phase["start_ms"]) / 1000
+            )
+        span = (phases[-1]["end_ms"] - phases[0]["start_ms"]) / 1000
+        engine.setdefault(AROUND, []).append(span - sending)
+    if not lengths:
+        return []
+    engines = sorted(lengths)
+
+    def cell(engine: str, name: str) -> str:
+        values = lengths[engine].get(name)
+        return f"{statistics.median(values):.1f} ({len(values)})" if values else "–"
+
+    rows = [
+        f"| {name} | " + " | ".join(cell(engine, name) for engine in engines) + " |"
+        for name in [*order, AROUND]
+    ]
+    return [
+        "| phase | " + " | ".join(f"{engine}: median s (runs)" for engine in engines) + " |",
+        "|---|" + "---|" * len(engines),
+        *rows,
+    ]
+
+
+# The phase table's last row: a run's phases from first to last, less the producer's sending.
+AROUND = "around producing"
+
+
 def _analysis_text(tried: int, summarised: int, analysis_s: float) -> str:
     if not tried:
         return ""
@@ -321,6 +365,20 @@ def _time_section(
         f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(tried, summarised, analysis_s)}"
         " Not counted: the rest of this report, and for a resumed study, the time between its "
         "starts and the analysis and report of earlier starts.",
+        "",
+        *_phase_lines([results_dir / run_id for run_id, _ in complete]),
+    ]
+
+
+def _phase_lines(run_dirs: Sequence[Path]) -> list[str]:
+    table = phase_table(run_dirs)
+    if not table:
+        return []
+    return [
+        "Each complete run's phases (run.json `phases`, the control node's clock; "
+        "docs/results.md), median per engine:",
+        "",
+        *table,
         "",
     ]
 

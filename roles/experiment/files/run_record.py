@@ -21,6 +21,7 @@ import binascii
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,31 @@ def first_summary(
         "latency_ms": received.get("latency_ms"),
         "output_rate": received.get("output_rate"),
         "overload": received.get("overload"),
+        "time": run_time(record.get("phases") or [], produced),
+    }
+
+
+def run_time(
+    phases_: Sequence[Mapping[str, Any]], produced: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The run's wall time from its phases, the producer's own sending time (its first
+    message's slot to its last acknowledgement, driver clock) and the difference: the time the
+    run spent around producing."""
+    if not phases_:
+        return None
+    total_s = (phases_[-1]["end_ms"] - phases_[0]["start_ms"]) / 1000
+    sending = [produced.get("start_ms"), produced.get("end_ms")]
+    producing_s = (
+        (sending[1] - sending[0]) / 1000 if all(isinstance(v, int) for v in sending) else None
+    )
+    longest = sorted(phases_, key=lambda p: p["start_ms"] - p["end_ms"])[:3]
+    return {
+        "total_s": total_s,
+        "producing_s": producing_s,
+        "around_producing_s": None if producing_s is None else total_s - producing_s,
+        "longest": [
+            {"name": p["name"], "s": (p["end_ms"] - p["start_ms"]) / 1000} for p in longest
+        ],
     }
 
 
@@ -324,6 +350,15 @@ def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
         f"producer send lag p50={figure(lag.get('p50'))} p99={figure(lag.get('p99'))} "
         f"max={figure(lag.get('max'))} ms; output {figure(rate)} msg/s"
     )
+    spent = summary.get("time")
+    if spent:
+        lines.append(
+            f"time: {figure(spent['total_s'])} s from the playbook's start, producing "
+            f"{figure(spent['producing_s'])} s, around it {figure(spent['around_producing_s'])} s "
+            "(longest phases: "
+            + ", ".join(f"{p['name']} {figure(p['s'])} s" for p in spent["longest"])
+            + ")"
+        )
     overload = summary.get("overload") or {}
     if overload:
         verdict = {True: "OVERLOADED", False: "not overloaded", None: "overload unknown"}[
@@ -338,7 +373,22 @@ def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
     return lines
 
 
-def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
+def phases(marks: Sequence[Mapping[str, Any]], end_ms: int) -> list[dict[str, Any]]:
+    """run.json `phases` from the playbook's marks (each the start of a phase, in order, on the
+    control node's clock): each phase ends where the next one starts, the last when this record
+    is written. A mark earlier than the one before it (the clock stepped back) ends nothing
+    before it starts: its phase is given no time."""
+    starts = [int(mark["ms"]) for mark in marks]
+    ends = [*starts[1:], end_ms][: len(starts)]
+    return [
+        {"name": str(mark["name"]), "start_ms": start, "end_ms": max(start, end)}
+        for mark, start, end in zip(marks, starts, ends, strict=True)
+    ]
+
+
+def build_record(
+    result_dir: Path, facts: Mapping[str, Any], now_ms: int | None = None
+) -> dict[str, Any]:
     received = read_json(result_dir / "received.summary.json")
     installed = installed_components(facts.get("installed") or {})
     settings, sources = engine_settings(
@@ -379,6 +429,9 @@ def build_record(result_dir: Path, facts: Mapping[str, Any]) -> dict[str, Any]:
         "end_utc": facts["end_utc"],
         "start_ms": facts["start_ms"],
         "end_ms": facts["end_ms"],
+        "phases": phases(
+            facts.get("phase_marks") or [], int(time.time() * 1000) if now_ms is None else now_ms
+        ),
         "producer_exit": facts.get("producer_exit"),
         "collector_exit": facts.get("collector_exit"),
         "drain": {
