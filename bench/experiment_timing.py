@@ -20,6 +20,9 @@ from pathlib import Path
 
 import lab_playbooks
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from analysis.study.report import phase_table  # noqa: E402
+
 DRIVER = "10.77.0.11"
 BOOTSTRAP = "10.77.0.11:9092,10.77.0.12:9092,10.77.0.13:9092"
 SSH = ["ssh", "-i", "/srv/lab/ssh/id_ed25519", "-o", "BatchMode=yes"]
@@ -87,6 +90,7 @@ def main() -> None:
     parser.add_argument("--paced-count", type=int, default=100_000)
     parser.add_argument("--count", type=int, default=40_000, help="messages per experiment")
     parser.add_argument("--rate", type=int, default=2_000, help="msg/s per experiment")
+    parser.add_argument("--runs", type=int, default=4, help="experiments per engine")
     args = parser.parse_args()
 
     print(f"experiment figures on the test hosts ({os.cpu_count()} cores, driver {DRIVER})")
@@ -106,20 +110,27 @@ def main() -> None:
         f"p99 {paced['send_lag_ms']['p99']:.2f} ms, max {paced['send_lag_ms']['max']:.1f} ms"
     )
     with tempfile.TemporaryDirectory() as results:
-        for engine in ("flink", "storm"):
-            wall, run, cpu = experiment(engine, args.count, args.rate, Path(results))
-            produced = json.loads((run / "produced.summary.json").read_text())
-            received = json.loads((run / "received.summary.json").read_text())
-            producing_s = (produced["end_ms"] - produced["start_ms"]) / 1000
-            latency = end_to_end_ms(run)
-            print(
-                f"  {engine:5}: experiment.yml {wall:6.1f} s, producer {producing_s:5.1f} s, "
-                f"overhead {wall - producing_s:5.1f} s; {args.count} msgs at {args.rate}/s: "
-                f"missing {received['missing']}, duplicates {received['duplicates']}; "
-                f"end-to-end latency p50 {percentile(latency, 0.50):.0f} ms, "
-                f"p99 {percentile(latency, 0.99):.0f} ms"
-            )
-            print(f"         while experiment.yml ran, {cpu}")
+        runs = []
+        for _ in range(args.runs):
+            for engine in ("flink", "storm"):
+                wall, run, cpu = experiment(engine, args.count, args.rate, Path(results))
+                runs.append(run)
+                produced = json.loads((run / "produced.summary.json").read_text())
+                received = json.loads((run / "received.summary.json").read_text())
+                producing_s = (produced["end_ms"] - produced["start_ms"]) / 1000
+                latency = end_to_end_ms(run)
+                print(
+                    f"  {engine:5}: experiment.yml {wall:6.1f} s, producer {producing_s:5.1f} s, "
+                    f"overhead {wall - producing_s:5.1f} s; {args.count} msgs at {args.rate}/s: "
+                    f"missing {received['missing']}, duplicates {received['duplicates']}; "
+                    f"end-to-end latency p50 {percentile(latency, 0.50):.0f} ms, "
+                    f"p99 {percentile(latency, 0.99):.0f} ms"
+                )
+                print(f"         while experiment.yml ran, {cpu}")
+        # Where each run's time went, from its run.json phases (control node's clock).
+        print(f"  phases over {args.runs} run(s) per engine:")
+        for line in phase_table(runs):
+            print(f"    {line}")
 
 
 if __name__ == "__main__":
