@@ -648,12 +648,20 @@ _SPARK_USERS: set[str] = set()
 _SPARK_SESSION: list = []
 
 
+# A lab test's limit covers its fixtures too: the first one converges fresh test hosts, and the
+# study test's runs a whole study (tests/test_lab_study.py waits on it for up to 55 minutes).
+LAB_TEST_TIMEOUT_S = 3300
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test on the local Kafka broker (tests/local_kafka.py: a JVM that must serve within its
-    start deadline) is a realtime test too, whichever module it is in."""
+    start deadline) is a realtime test too, whichever module it is in. A lab test without a
+    limit of its own gets LAB_TEST_TIMEOUT_S."""
     for item in items:
         if "kafka_broker" in item.fixturenames:
             item.add_marker(pytest.mark.realtime)
+        if item.get_closest_marker("lab") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(LAB_TEST_TIMEOUT_S))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
