@@ -5,6 +5,8 @@ before any change; test_flink_preflight.py covers Flink's TLS and port-range rul
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable
 
 import pytest
@@ -65,7 +67,7 @@ def preflight(tmp_path, components: list[str], change: Change, extravars: dict) 
             "zookeeper",
             keep,
             {"zookeeper_source": "pypi"},
-            "zookeeper_source=pypi is not pinned for 3.9.4; pinned sources:",
+            "value of zookeeper_source must be one of: apache, maven, got: pypi",
         ),
         (
             "zookeeper",
@@ -85,7 +87,7 @@ def preflight(tmp_path, components: list[str], change: Change, extravars: dict) 
             "kafka",
             keep,
             {"kafka_source": "pypi"},
-            "kafka_source=pypi is not pinned for 4.1.1; pinned sources: apache, maven",
+            "value of kafka_source must be one of: apache, maven, got: pypi",
         ),
         (
             "flink",
@@ -100,7 +102,12 @@ def preflight(tmp_path, components: list[str], change: Change, extravars: dict) 
             "The inventory has no 'flink_taskmanager' group",
         ),
         ("flink", keep, {"flink_version": "1.0"}, "flink_version=1.0 has no known checksum"),
-        ("flink", keep, {"flink_source": "cdn"}, "flink_source=cdn is not pinned for 2.1.1"),
+        (
+            "flink",
+            keep,
+            {"flink_source": "cdn"},
+            "value of flink_source must be one of: apache, pypi, got: cdn",
+        ),
         (
             "flink",
             keep,
@@ -126,7 +133,12 @@ def preflight(tmp_path, components: list[str], change: Change, extravars: dict) 
             "Storm keeps its state in ZooKeeper, but the inventory has no 'zookeeper' group",
         ),
         ("storm", keep, {"storm_version": "1.0"}, "storm_version=1.0 has no known checksum"),
-        ("storm", keep, {"storm_source": "cdn"}, "storm_source=cdn is not pinned for 2.8.3"),
+        (
+            "storm",
+            keep,
+            {"storm_source": "cdn"},
+            "value of storm_source must be one of: apache, maven, got: cdn",
+        ),
         (
             "storm",
             keep,
@@ -147,7 +159,47 @@ def preflight(tmp_path, components: list[str], change: Change, extravars: dict) 
         ),
         ("spark", drop("spark_worker"), {}, "The inventory has no 'spark_worker' group"),
         ("spark", keep, {"spark_version": "1.0"}, "spark_version=1.0 has no known checksum"),
-        ("spark", keep, {"spark_source": "cdn"}, "spark_source=cdn is not pinned for 4.0.1"),
+        # Types and choices come from the role's argument specs (its validate entry point),
+        # before the role's own rules and before any play changes anything.
+        (
+            "spark",
+            keep,
+            {"spark_source": "cdn"},
+            "value of spark_source must be one of: apache, pypi, got: cdn",
+        ),
+        (
+            "spark",
+            keep,
+            {"spark_worker_cores": "abc"},
+            "argument 'spark_worker_cores' is of type str and we were unable to convert to int",
+        ),
+        # Each kind of whole number has its range (plugins/lookup/streamlab_setting_ranges.py).
+        (
+            "flink",
+            keep,
+            {"flink_rest_port": 70000},
+            "flink_rest_port=70000 is out of range for a TCP or UDP port: give 1 to 65535",
+        ),
+        (
+            "kafka",
+            keep,
+            {"kafka_heap_mb": 8},
+            "kafka_heap_mb=8 is out of range for a size in MiB, 16 MiB to 1 TiB: "
+            "give 16 to 1048576",
+        ),
+        (
+            "zookeeper",
+            keep,
+            {"zookeeper_health_timeout_s": 0},
+            "zookeeper_health_timeout_s=0 is out of range for a duration in seconds, up to a day: "
+            "give 1 to 86400",
+        ),
+        (
+            "spark",
+            keep,
+            {"spark_worker_cores": -2},
+            "spark_worker_cores=-2 is out of range for a count: give at least 1",
+        ),
     ],
 )
 def test_each_rule_refuses_its_bad_input_by_name(tmp_path, component, change, extravars, problem):
@@ -167,3 +219,32 @@ def test_numbers_given_as_strings_on_the_command_line_pass(tmp_path):
     given = {"storm_supervisor_slots": "3", "kafka_controller_count": "3"}
     passed = preflight(tmp_path, ["zookeeper", "kafka", "flink", "storm", "spark"], keep, given)
     assert passed.rc == 0, passed.output[-3000:]
+
+
+@pytest.fixture
+def login_account():
+    """An account with a login shell, as someone's own would be (removed after the test)."""
+    name = f"sltest{os.getpid() % 100000}"
+    subprocess.run(["useradd", "-M", "-s", "/bin/bash", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False)
+
+
+def test_root_as_the_service_account_is_refused(tmp_path):
+    refused = preflight(tmp_path, ["common"], keep, {"common_user": "root"})
+    assert refused.rc != 0
+    assert "common_user=root: the daemons must not run as root" in " ".join(refused.output.split())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating an account needs root")
+def test_an_account_someone_logs_in_with_is_refused_as_the_service_account(tmp_path, login_account):
+    refused = preflight(tmp_path, ["common"], keep, {"common_user": login_account})
+    assert refused.rc != 0
+    assert (
+        f"common_user={login_account} is an existing account on a (shell /bin/bash): the kit "
+        "would set its shell to nologin"
+    ) in " ".join(refused.output.split()), refused.output[-3000:]
+    # An account the kit may own (none yet, as on a fresh host) passes.
+    assert preflight(tmp_path, ["common"], keep, {"common_user": "slnew"}).rc == 0
