@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,11 @@ class PlaybookRun:
     changed: dict[str, int]
     failed_hosts: set[str]
     output: str
+
+    def changed_nothing_on(self, hosts: Iterable[str]) -> bool:
+        """PLAY RECAP lists exactly these hosts, none with a change: a recap that lists no host
+        (the playbook stopped before any play) proves nothing."""
+        return set(self.changed) == set(hosts) and not any(self.changed.values())
 
 
 def playbook_command(playbook: str, inventory: Path | str, *arguments: str) -> list[str]:

@@ -76,11 +76,25 @@ def healthy(tmp_path: Path) -> None:
     assert run.rc == 0, run.output[-4000:]
 
 
+def schedules(lab: dict[str, str]) -> dict[str, str]:
+    """Host -> the fault agent's state directory listing; a host that does not answer fails."""
+    # No directory yet (no fault or recovery ran on the host) lists as empty.
+    listed = {h: on_lab_host(lab[h], f"test ! -e {STATE_DIR} || ls {STATE_DIR}") for h in lab}
+    assert all(done.returncode == 0 for done in listed.values()), listed
+    return {h: done.stdout for h, done in listed.items()}
+
+
 def all_running(lab: dict[str, str]) -> dict[str, list[str]]:
-    """Host -> every supervisord program line that is not RUNNING (empty lists when all run)."""
+    """Host -> every supervisord program line that is not RUNNING (empty lists when all run).
+    A host that does not answer, or whose supervisord lists no program, fails the test: it is
+    not a host where everything runs."""
     stopped = {}
     for host in lab:
-        lines = on_lab_host(lab[host], *SUPERVISORCTL, "status").stdout.splitlines()
+        done = on_lab_host(lab[host], *SUPERVISORCTL, "status")
+        # supervisorctl status exits 3 when a program is not running; ssh exits 255 unreached.
+        assert done.returncode in (0, 3), f"{host}: {done.returncode} {done.stderr[-500:]}"
+        lines = done.stdout.splitlines()
+        assert lines, f"{host}: supervisord lists no program"
         stopped[host] = [line for line in lines if " RUNNING " not in line]
     return stopped
 
@@ -312,7 +326,7 @@ def one_broker_inventory(tmp_path: Path) -> Path:
 )
 def test_a_bad_request_changes_nothing(converged, tmp_path, extravars, inventory, message):
     lab = converged
-    schedules_before = {h: on_lab_host(lab[h], "ls", STATE_DIR).stdout for h in lab}
+    schedules_before = schedules(lab)
     run = run_playbook(
         "fault.yml",
         one_broker_inventory(tmp_path) if inventory else LAB_INVENTORY,
@@ -321,5 +335,5 @@ def test_a_bad_request_changes_nothing(converged, tmp_path, extravars, inventory
     )
     assert run.rc != 0
     assert message in run.output, run.output[-3000:]
-    assert {h: on_lab_host(lab[h], "ls", STATE_DIR).stdout for h in lab} == schedules_before
+    assert schedules(lab) == schedules_before
     assert all_running(lab) == {h: [] for h in lab}

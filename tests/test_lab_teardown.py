@@ -140,7 +140,7 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     with control_node_reaches_only_ssh(lab):
         listed = run_playbook("teardown.yml", LAB_INVENTORY, tmp_path=tmp_path)
     assert listed.rc == 0, listed.output[-6000:]
-    assert set(listed.changed.values()) == {0}, listed.changed
+    assert listed.changed_nothing_on([*lab, "localhost"]), listed.changed  # its Report play
     plan = plan_of(listed.output)
     assert job in plan["cancel_jobs"], plan
     assert {f"{prefix}-in", f"{prefix}-out"} <= set(plan["delete_topics"]), plan
