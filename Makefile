@@ -77,7 +77,7 @@ lab-test: lab
 BESIDE_FIRST = $(MAKE) --no-print-directory lint
 test: setup jobs-test
 	$(MAKE) lab LAB_FLAGS=--fresh
-	$(PY) tests/run_suite.py --durations=40 --beside-first '$(BESIDE_FIRST)'
+	STREAMLAB_NO_SKIPS=1 $(PY) tests/run_suite.py --durations=40 --beside-first '$(BESIDE_FIRST)'
 
 # make lock COMPONENT=kafka VERSION=4.1.1 [LOCK_FLAGS="--source maven"]
 lock: setup

@@ -669,6 +669,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(LAB_TEST_TIMEOUT_S))
 
 
+# make test sets this: a test skipped there (a missing tool, not root) fails the run, as a test
+# that did not run proves nothing. Elsewhere a skip stays a skip.
+NO_SKIPS = "STREAMLAB_NO_SKIPS"
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get(NO_SKIPS) == "1" and _SKIPPED and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if os.environ.get(NO_SKIPS) == "1" and _SKIPPED:
+        terminalreporter.write_line(
+            f"{NO_SKIPS}=1: {len(_SKIPPED)} test(s) skipped, which fails the run: "
+            + ", ".join(_SKIPPED),
+            red=True,
+        )
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The tests that will run (after -k/-m deselection) and use the session."""
     _SPARK_USERS.update(item.nodeid for item in session.items if "spark" in item.fixturenames)
