@@ -118,6 +118,14 @@ def render(repo: Path = REPO) -> str:
         for name, spec in entry_points.items():
             if name == "main":
                 continue
+            if spec == main:
+                out += [
+                    f"### {role}: entry point `{name}`",
+                    "",
+                    "The settings of `main`, checked before any change (`playbooks/preflight.yml`).",
+                    "",
+                ]
+                continue
             options = spec.get("options") or {}
             new = {key: value for key, value in options.items() if key not in described}
             shared = [key for key in options if key in described]
