@@ -122,7 +122,8 @@ def render(repo: Path = REPO) -> str:
                 out += [
                     f"### {role}: entry point `{name}`",
                     "",
-                    "The settings of `main`, checked before any change (`playbooks/preflight.yml`).",
+                    "The settings of `main`, checked before any change "
+                    "(`playbooks/preflight.yml`).",
                     "",
                 ]
                 continue
