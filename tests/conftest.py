@@ -653,8 +653,8 @@ _SPARK_USERS: set[str] = set()
 _SPARK_SESSION: list = []
 
 
-# A lab test's limit covers its fixtures too: the first one converges fresh test hosts, and the
-# study test's runs a whole study (tests/test_lab_study.py waits on it for up to 55 minutes).
+# A lab test's limit covers its fixtures too: the first one converges fresh test hosts (two
+# site.yml runs). tests/test_lab_study.py sets a longer one for the whole study it runs.
 LAB_TEST_TIMEOUT_S = 3300
 
 

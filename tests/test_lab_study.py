@@ -31,7 +31,8 @@ from analysis.study.kit import Kit
 from analysis.study.plan import expand
 from conftest import LAB_INVENTORY, REPO, lab_kafka_settings, wait_until
 
-pytestmark = pytest.mark.lab
+# Above the smoke fixture's own waits (180 + 900 + 60 + 2400 s) and a converge before them.
+pytestmark = [pytest.mark.lab, pytest.mark.timeout(4800)]
 
 SPEC = REPO / "tests" / "studies" / "lab-study.yml"
 STUDY = SPEC.stem

@@ -296,12 +296,12 @@ def test_run_json_and_the_analysis_judge_a_run_alike(guarantee, lost, duplicates
 
 def test_each_phase_ends_where_the_next_starts_and_the_last_when_the_record_is_written(run_dir):
     marks = [{"name": "facts", "ms": 1_000}, {"name": "producing", "ms": 4_000}]
-    marks.append({"name": "drain", "ms": 3_500})  # the clock stepped back: no time, no overlap
+    marks.append({"name": "drain", "ms": 3_500})  # the clock stepped back: no overlap
     record = run_record.build_record(run_dir, facts(phase_marks=marks), now_ms=9_000)
     assert record["phases"] == [
         {"name": "facts", "start_ms": 1_000, "end_ms": 4_000},
         {"name": "producing", "start_ms": 4_000, "end_ms": 4_000},
-        {"name": "drain", "start_ms": 3_500, "end_ms": 9_000},
+        {"name": "drain", "start_ms": 4_000, "end_ms": 9_000},
     ]
     assert run_record.build_record(run_dir, facts())["phases"] == []
 

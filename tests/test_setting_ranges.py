@@ -31,6 +31,11 @@ SPEC.loader.exec_module(ranges)
         ("storm_supervisor_slots", "2", None),
         ("storm_supervisor_slots", 0, "storm_supervisor_slots=0 is out of range for a count"),
         ("spark_worker_cores", "abc", "spark_worker_cores=abc is not a whole number"),
+        # Values a component documents as meaning something: no limit, off, no acking.
+        ("zookeeper_max_client_connections", 0, None),
+        ("flink_heartbeat_rpc_failure_threshold", -1, None),
+        ("flink_heartbeat_rpc_failure_threshold", -2, "a threshold (-1 turns it off)"),
+        ("storm_acker_executors", 0, None),
     ],
 )
 def test_each_kind_of_setting_has_its_range(name, value, problem):

@@ -585,3 +585,12 @@ def test_the_phase_table_gives_each_engines_median_phase_and_time_around_produci
         "| around producing | 27.0 (3) | 25.0 (1) |",
     ]
     assert study_report.phase_table(dirs[-1:]) == []
+    # A phase only later runs have (a fault's setup) is listed where runs reach it.
+    faulted = run("s2", "storm", [("submit", 20), ("fault_setup", 4), ("producing", 30)], 25_000)
+    rows = study_report.phase_table([dirs[3], faulted])[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| submit",
+        "| fault_setup",
+        "| producing",
+        "| around producing",
+    ]

@@ -283,7 +283,8 @@ def phase_table(run_dirs: Sequence[Path]) -> list[str]:
     and of the time around producing (the phases' span less the producer's own sending time),
     as Markdown; no lines when no run recorded its phases."""
     lengths: dict[str, dict[str, list[float]]] = {}
-    order: dict[str, None] = {}
+    # Rows in the order runs reach their phases: by the median start, from each run's first.
+    offsets: dict[str, list[float]] = {}
     for run_dir in run_dirs:
         record = read_optional_json(run_dir / "run.json") or {}
         phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
@@ -292,7 +293,7 @@ def phase_table(run_dirs: Sequence[Path]) -> list[str]:
             continue
         engine = lengths.setdefault(str(record.get("engine")), {})
         for phase in phases:
-            order.setdefault(phase["name"], None)
+            offsets.setdefault(phase["name"], []).append(phase["start_ms"] - phases[0]["start_ms"])
             engine.setdefault(phase["name"], []).append(
                 (phase["end_ms"] - phase["start_ms"]) / 1000
             )
@@ -308,7 +309,7 @@ def phase_table(run_dirs: Sequence[Path]) -> list[str]:
 
     rows = [
         f"| {name} | " + " | ".join(cell(engine, name) for engine in engines) + " |"
-        for name in [*order, AROUND]
+        for name in [*sorted(offsets, key=lambda name: statistics.median(offsets[name])), AROUND]
     ]
     return [
         "| phase | " + " | ".join(f"{engine}: median s (runs)" for engine in engines) + " |",

@@ -51,6 +51,10 @@ DAY_S = 86_400
 # (name pattern, least, most, what it is): the first pattern that matches the name applies.
 RANGES: tuple[tuple[str, int, int | None, str], ...] = (
     (r"_port$", 1, 65_535, "a TCP or UDP port"),
+    # Settings whose component gives 0 or -1 a meaning of its own.
+    (r"^zookeeper_max_client_connections$", 0, None, "a connection limit (0 for none)"),
+    (r"^flink_heartbeat_rpc_failure_threshold$", -1, None, "a threshold (-1 turns it off)"),
+    (r"^storm_acker_executors$", 0, None, "a number of ackers (0: no acking)"),
     (r"_delay_(s|ms)$", 0, None, "a delay (0 for none)"),
     (r"_ms$", 1, DAY_S * 1000, "a duration in milliseconds, up to a day"),
     (r"_s$", 1, DAY_S, "a duration in seconds, up to a day"),

@@ -376,14 +376,17 @@ def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
 def phases(marks: Sequence[Mapping[str, Any]], end_ms: int) -> list[dict[str, Any]]:
     """run.json `phases` from the playbook's marks (each the start of a phase, in order, on the
     control node's clock): each phase ends where the next one starts, the last when this record
-    is written. A mark earlier than the one before it (the clock stepped back) ends nothing
-    before it starts: its phase is given no time."""
-    starts = [int(mark["ms"]) for mark in marks]
-    ends = [*starts[1:], end_ms][: len(starts)]
-    return [
-        {"name": str(mark["name"]), "start_ms": start, "end_ms": max(start, end)}
-        for mark, start, end in zip(marks, starts, ends, strict=True)
-    ]
+    is written, so they never overlap. A mark earlier than the end before it (the clock stepped
+    back) starts at that end instead."""
+    phases_: list[dict[str, Any]] = []
+    given = [int(mark["ms"]) for mark in marks]
+    for index, mark in enumerate(marks):
+        start = max([given[index], *(p["end_ms"] for p in phases_[-1:])])
+        following = given[index + 1] if index + 1 < len(marks) else end_ms
+        phases_.append(
+            {"name": str(mark["name"]), "start_ms": start, "end_ms": max(start, following)}
+        )
+    return phases_
 
 
 def build_record(
