@@ -217,15 +217,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def local_preflight(
-    tmp_path: Path,
-    hosts: dict[str, dict],
-    groups: dict[str, Sequence[str]],
-    components: list[str],
-    extravars: dict | None = None,
-) -> PlaybookRun:
-    """preflight.yml for some components on an inventory of hosts that Ansible reaches with a
-    local connection (hosts: name -> its own variables; groups: name -> its hosts)."""
+def local_inventory(
+    tmp_path: Path, hosts: dict[str, dict], groups: dict[str, Sequence[str]]
+) -> Path:
+    """An inventory file of hosts that Ansible reaches with a local connection (hosts: name ->
+    its own variables; groups: name -> its hosts)."""
     local = {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
@@ -242,9 +238,21 @@ def local_preflight(
             }
         )
     )
+    return inventory
+
+
+def local_preflight(
+    tmp_path: Path,
+    hosts: dict[str, dict],
+    groups: dict[str, Sequence[str]],
+    components: list[str],
+    extravars: dict | None = None,
+) -> PlaybookRun:
+    """preflight.yml for some components on an inventory of hosts that Ansible reaches with a
+    local connection (hosts: name -> its own variables; groups: name -> its hosts)."""
     return run_playbook(
         "preflight.yml",
-        inventory,
+        local_inventory(tmp_path, hosts, groups),
         extravars={"preflight_components": components, **(extravars or {})},
         tmp_path=tmp_path,
     )
