@@ -166,6 +166,9 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
 
 LOSSY_COUNT = 5 * RATE
 DROP_EVERY = 100  # the job drops ids 100, 200, ...: exactly LOSSY_COUNT // DROP_EVERY of them
+# Shorter than the default, longer than quiet_s (10 s), which a drain waits out too: the run's
+# last records come within a second of its last message.
+LOSSY_LOST_WAIT_S = 12
 
 
 def test_a_run_that_loses_acknowledged_messages_ends_complete_with_a_failed_verdict(
@@ -173,7 +176,9 @@ def test_a_run_that_loses_acknowledged_messages_ends_complete_with_a_failed_verd
 ):
     """The loss verdict can fail: a Flink job switched to drop every 100th id (test_drop_every,
     a switch only this test uses) commits its input and never writes those records. The run
-    ends complete in normal time (not at drain_timeout_s), counted lost to the message."""
+    ends complete in normal time (not at drain_timeout_s), counted lost to the message. The
+    analysis judges such a run alike on synthetic runs (tests/test_analysis_recovery.py), so this
+    one is not summarised: a Spark application costs minutes on the loaded test hosts."""
     results = tmp_path / "results"
     run_id = f"test-lossy-{uuid.uuid4().hex[:8]}"
     run = run_playbook(
@@ -185,9 +190,10 @@ def test_a_run_that_loses_acknowledged_messages_ends_complete_with_a_failed_verd
             "rate": RATE,
             "warmup_s": WARMUP_S,
             "test_drop_every": DROP_EVERY,
+            "lost_wait_s": LOSSY_LOST_WAIT_S,
             "run_id": run_id,
             "experiment_results_dir": str(results),
-            "analyze_on": "local",
+            "analyze_on": "none",
         },
         tmp_path=tmp_path,
     )
@@ -211,12 +217,12 @@ def test_a_run_that_loses_acknowledged_messages_ends_complete_with_a_failed_verd
     collected = json.loads((out / "received.summary.json").read_text())
     assert collected["stop_reason"] == "complete" and collected["missing"] == len(dropped)
     # Ended lost_wait_s after the last record, far from the 300 s drain timeout.
-    lost_wait_ms = role_default("experiment", "experiment_lost_wait_s") * 1000
+    lost_wait_ms = LOSSY_LOST_WAIT_S * 1000
     assert lost_wait_ms <= collected["end_ms"] - collected["last_recv_ms"] < lost_wait_ms + 2000
     assert collected["end_ms"] - collected["producer_done_ms"] < lost_wait_ms + 60_000
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["lost"] == len(dropped)
-    assert (summary["verdict"]["holds"], summary["verdict"]["lost"]) == (False, len(dropped))
+    assert record["parameters"]["lost_wait_s"] == LOSSY_LOST_WAIT_S
+    first = json.loads((out / "first-summary.json").read_text())
+    assert (first["verdict"]["holds"], first["missing"]) == (False, len(dropped))
 
 
 def flink_jobs(lab: dict[str, str]) -> list[dict]:
