@@ -217,6 +217,21 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# Three hosts Ansible reaches with a local connection, and every group of every component on
+# them: one host where a group needs exactly one.
+LOCAL_HOSTS = ("a", "b", "c")
+LOCAL_COMPONENT_GROUPS = {
+    "zookeeper": LOCAL_HOSTS,
+    "kafka": LOCAL_HOSTS,
+    "flink_jobmanager": ("a",),
+    "flink_taskmanager": ("b", "c"),
+    "storm_nimbus": ("a",),
+    "storm_supervisor": ("b", "c"),
+    "spark_master": ("a",),
+    "spark_worker": ("b", "c"),
+}
+
+
 def local_inventory(
     tmp_path: Path, hosts: dict[str, dict], groups: dict[str, Sequence[str]]
 ) -> Path:

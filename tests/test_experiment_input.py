@@ -7,20 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import local_inventory, run_playbook
+from conftest import LOCAL_COMPONENT_GROUPS, LOCAL_HOSTS, local_inventory, run_playbook
 
-HOSTS = ("a", "b", "c")
-GROUPS = {
-    "driver": ("a",),
-    "zookeeper": HOSTS,
-    "kafka": HOSTS,
-    "flink_jobmanager": ("a",),
-    "flink_taskmanager": ("b", "c"),
-    "storm_nimbus": ("a",),
-    "storm_supervisor": ("b", "c"),
-    "spark_master": ("a",),
-    "spark_worker": ("b", "c"),
-}
+HOSTS = LOCAL_HOSTS
+GROUPS = {"driver": ("a",), **LOCAL_COMPONENT_GROUPS}
 
 
 @pytest.mark.parametrize(

@@ -11,20 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from conftest import LOCAL_COMPONENT_GROUPS as GROUPS
+from conftest import LOCAL_HOSTS as HOSTS
 from conftest import PlaybookRun, local_preflight
-
-HOSTS = ("a", "b", "c")
-# Every group of every component on three local hosts: one host where a group needs exactly one.
-GROUPS = {
-    "zookeeper": HOSTS,
-    "kafka": HOSTS,
-    "flink_jobmanager": ("a",),
-    "flink_taskmanager": ("b", "c"),
-    "storm_nimbus": ("a",),
-    "storm_supervisor": ("b", "c"),
-    "spark_master": ("a",),
-    "spark_worker": ("b", "c"),
-}
 
 Change = Callable[[dict[str, tuple[str, ...]]], None]
 
