@@ -37,7 +37,7 @@ EXAMPLES = r"""
     that: _problems | length == 0
     fail_msg: "{{ _problems | join('; ') }}"
   vars:
-    _problems: "{{ lookup('streamlab_setting_ranges', 'spark') }}"
+    _problems: "{{ query('streamlab_setting_ranges', 'spark') | first }}"
 """
 
 RETURN = r"""

@@ -381,7 +381,7 @@ def phases(marks: Sequence[Mapping[str, Any]], end_ms: int) -> list[dict[str, An
     phases_: list[dict[str, Any]] = []
     given = [int(mark["ms"]) for mark in marks]
     for index, mark in enumerate(marks):
-        start = max([given[index], *(p["end_ms"] for p in phases_[-1:])])
+        start = max(given[index], phases_[-1]["end_ms"]) if phases_ else given[index]
         following = given[index + 1] if index + 1 < len(marks) else end_ms
         phases_.append(
             {"name": str(mark["name"]), "start_ms": start, "end_ms": max(start, following)}
