@@ -44,6 +44,7 @@ from typing import Any
 import lab_playbooks
 import yaml
 
+from analysis.study.report import phase_medians
 from producer.lagsampler import LagSample
 from producer.steady import overload
 
@@ -342,7 +343,22 @@ def result_file(
                 "columns": RUN_COLUMNS,
                 "rows": [run_row(run, knob) for _, _, knob, _, chosen in table for run in chosen],
             },
+            phase_part(results, runs),
         ],
+    }
+
+
+def phase_part(results: Path, runs: list[FaultRun]) -> dict[str, Any]:
+    """Where the runs' time went: each phase's median per engine, from run.json `phases`."""
+    columns, rows = phase_medians([results / run.run_id for run in runs])
+    return {
+        "title": "Where a run's time went: each phase's median per engine",
+        "description": (
+            "From run.json phases (the control node's clock), over the runs above; around "
+            "producing is the phases' span less the producer's own sending time."
+        ),
+        "columns": columns,
+        "rows": rows,
     }
 
 

@@ -278,10 +278,11 @@ def _producing_s(run_dir: Path) -> float | None:
         return None
 
 
-def phase_table(run_dirs: Sequence[Path]) -> list[str]:
+def phase_medians(run_dirs: Sequence[Path]) -> tuple[list[str], list[list[str]]]:
     """Per engine, the median length of each phase of run.json `phases` over the given runs,
-    and of the time around producing (the phases' span less the producer's own sending time),
-    as Markdown; no lines when no run recorded its phases."""
+    and of the time around producing (the phases' span less the producer's own sending time):
+    the table's columns and rows, each cell "median (runs)"; no rows when no run recorded its
+    phases."""
     lengths: dict[str, dict[str, list[float]]] = {}
     # Rows in the order runs reach their phases: by the median start, from each run's first.
     offsets: dict[str, list[float]] = {}
@@ -299,22 +300,28 @@ def phase_table(run_dirs: Sequence[Path]) -> list[str]:
             )
         span = (phases[-1]["end_ms"] - phases[0]["start_ms"]) / 1000
         engine.setdefault(AROUND, []).append(span - sending)
-    if not lengths:
-        return []
     engines = sorted(lengths)
+    columns = ["phase", *(f"{engine}: median s (runs)" for engine in engines)]
+    if not lengths:
+        return columns, []
 
     def cell(engine: str, name: str) -> str:
         values = lengths[engine].get(name)
         return f"{statistics.median(values):.1f} ({len(values)})" if values else "–"
 
-    rows = [
-        f"| {name} | " + " | ".join(cell(engine, name) for engine in engines) + " |"
-        for name in [*sorted(offsets, key=lambda name: statistics.median(offsets[name])), AROUND]
-    ]
+    names = [*sorted(offsets, key=lambda name: statistics.median(offsets[name])), AROUND]
+    return columns, [[name, *(cell(engine, name) for engine in engines)] for name in names]
+
+
+def phase_table(run_dirs: Sequence[Path]) -> list[str]:
+    """phase_medians as Markdown lines; none when no run recorded its phases."""
+    columns, rows = phase_medians(run_dirs)
+    if not rows:
+        return []
     return [
-        "| phase | " + " | ".join(f"{engine}: median s (runs)" for engine in engines) + " |",
-        "|---|" + "---|" * len(engines),
-        *rows,
+        "| " + " | ".join(columns) + " |",
+        "|---|" + "---|" * (len(columns) - 1),
+        *("| " + " | ".join(row) + " |" for row in rows),
     ]
 
 
