@@ -292,6 +292,10 @@ def test_command_dry_run_lists_the_runs_and_writes_nothing(tmp_path, kit, capsys
         f"with the analysis after the last run (~{duration_text(plan.analysis_estimate_s(4))}"
         in printed
     )
+    assert (
+        "overhead taken from flink: the kit's fixed model (no earlier run to measure); "
+        "storm: the kit's fixed model" in printed
+    )
     assert experiment.calls == [] and not results.exists()
 
 

@@ -112,6 +112,11 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
             state = "to run" if status is None else "to repeat (incomplete, moved aside)"
             note = f"{state}, ~{duration_text(forecast.estimates[run.run_id])}"
         print(f"  {position:>3}  {run.run_id.ljust(width)}  {note}")
+    engines = {run.run_id: run.engine for run in plan.runs}
+    sources = sorted({(engines[k], v) for k, v in forecast.sources.items()})
+    if sources:
+        print("each run's estimate: producing, the commit wait and the quiet period, plus its")
+        print("overhead taken from " + "; ".join(f"{e}: {source}" for e, source in sources))
     print(
         f"to run: {len(todo)} of {len(plan.runs)}, estimated "
         f"{duration_text(forecast.remaining_s())} with the analysis after the last run "

@@ -11,7 +11,7 @@ import itertools
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,7 +32,8 @@ DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offs
 # Time a run takes beyond producing, the commit wait and the quiet period (estimated_s adds
 # those): the playbook's checks, the job build cache, topics, submission, readiness probe,
 # evidence, stopping the job and the recovery step. From the smoke study's runs on the test
-# hosts (docs/studies.md, the estimate); measured runs of the study replace it as it goes.
+# hosts (docs/studies.md, the estimate); the estimate takes it only without measured runs
+# (analysis/study/estimate.py).
 RUN_OVERHEAD_S = 115.0
 # The analysis after the last run, one local Spark application over the complete runs without a
 # summary.json: Spark's start and a share per run, from the smoke study's runs (docs/studies.md).
@@ -308,14 +309,3 @@ def make_plan(spec: StudySpec, kit: Kit, scale: float, order_seed: int) -> Plan:
     study = study_name(spec, scale)
     runs = shuffled(expand(scaled_spec, kit, study), order_seed)
     return Plan(study, scaled_spec, scale, scaled, order_seed, tuple(runs))
-
-
-def overhead_from(measured: Mapping[str, float], plan: Plan, kit: Kit) -> float | None:
-    """The mean overhead of runs that already ran (their wall time beyond the estimate's
-    producing and draining), or None without any."""
-    extras = [
-        wall - estimated_s(run, kit, overhead_s=0)
-        for run in plan.runs
-        if (wall := measured.get(run.run_id)) is not None
-    ]
-    return max(0.0, sum(extras) / len(extras)) if extras else None

@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 from analysis.advise import STUDY_RECORD
 from analysis.report import write_json
+from analysis.study.estimate import earlier_overheads, overhead_for
 from analysis.study.kit import Kit
 from analysis.study.plan import (
     Plan,
     PlannedRun,
     analysis_estimate_s,
     estimated_s,
-    overhead_from,
 )
 
 RUN_JSON = "run.json"
@@ -102,9 +102,16 @@ class Forecast:
     """Time left: the estimates of the runs not done, corrected by how the finished runs
     compared with their estimates, and the analysis after the last run."""
 
-    def __init__(self, estimates: Mapping[str, float], analysis_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        estimates: Mapping[str, float],
+        analysis_s: float = 0.0,
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
         self.estimates = dict(estimates)
         self.analysis_s = analysis_s
+        # Per run, where its overhead was taken from (estimate.overhead_for).
+        self.sources = dict(sources or {})
         self.actual: dict[str, float] = {}
 
     def finished(self, run_id: str, wall_s: float) -> None:
@@ -353,7 +360,10 @@ class StudyRunner:
             for attempt in entry.get("attempts") or []
             if attempt.get("status") == COMPLETE
         }
-        overhead = overhead_from(walls, self.plan, self.kit)
+        earlier = earlier_overheads(self.results_dir)
+        overheads = {
+            run.run_id: overhead_for(run, self.plan, self.kit, walls, earlier) for run in todo
+        }
         # The report summarises every complete run without a summary.json: those to run, and
         # any an earlier start completed but did not get to.
         planned = {run.run_id for run in todo}
@@ -365,13 +375,9 @@ class StudyRunner:
             and not (self.results_dir / run.run_id / SUMMARY).is_file()
         ]
         return Forecast(
-            {
-                run.run_id: estimated_s(run, self.kit)
-                if overhead is None
-                else estimated_s(run, self.kit, overhead)
-                for run in todo
-            },
+            {run.run_id: estimated_s(run, self.kit, overheads[run.run_id].seconds) for run in todo},
             analysis_estimate_s(len(todo) + len(unsummarised)),
+            {run.run_id: overheads[run.run_id].source for run in todo},
         )
 
     def run(self) -> StudyOutcome:
