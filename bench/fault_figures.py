@@ -20,9 +20,15 @@ and per setting as mean (min-max) over the repetitions:
   start to the fault. An overloaded run is flagged in its row and left out of its setting's
   figures (it measured a queue, not the engine); an unknown one is counted and said so.
 
+Beside them: the figures set beside the reference study's; the share of the machine's CPU each
+kind of process took before the fault and during the outage (bench/process_cpu.py, sampled
+beside each run); and each phase's median per engine (run.json phases).
+
 Writes bench/out/faults/fault-figures.json in the format of docs/bench-results.md: copy it to
 bench/results/ to publish it (tools/render_figures.py renders docs/figures.md from there).
-`--from-results DIR` rebuilds the tables from the runs already in DIR. Needs converged test
+`--from-results DIR` rebuilds the tables from the runs already in DIR (`--cpu-samples` gives
+them the samples of a bench/process_cpu.py that ran beside them). `--settings` and
+`--recovery-window-s` narrow or change the runs. Needs converged test
 hosts. Run as root from the repository: `make bench-faults`. All test hosts share this
 machine's cores: the figures describe that lab, not a real cluster.
 """
@@ -36,12 +42,13 @@ import statistics
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import lab_playbooks
+import process_cpu
 import yaml
 
 from analysis.study.report import phase_medians
@@ -83,6 +90,11 @@ class FaultRun:
     overloaded: bool | None
     wall_s: float | None
 
+    # Shares (%) of the machine's CPU per kind of process (process_cpu.shares) from the steady
+    # start to the fault, and from the fault until the engine was whole again; {} unsampled.
+    cpu_before: dict[str, float] = field(default_factory=dict)
+    cpu_outage: dict[str, float] = field(default_factory=dict)
+
     @property
     def duplicate_share(self) -> float:
         return 100.0 * self.duplicate_records / self.produced if self.produced else 0.0
@@ -100,14 +112,21 @@ def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path)
         "fault_at_s": args.fault_at_s,
         "duration_s": args.duration_s,
         knob: setting,
+        **({"recovery_window_s": args.recovery_window_s} if args.recovery_window_s else {}),
         "run_id": run_id,
         "experiment_results_dir": str(results),
     }
     started = time.monotonic()
-    lab_playbooks.run(("experiment.yml",), extravars)
+    with process_cpu.ProcessSampler(cpu_samples(results / run_id)):
+        lab_playbooks.run(("experiment.yml",), extravars)
     run = figures_of(results / run_id, time.monotonic() - started)
     print(f"  {run_line(run)}", flush=True)
     return run
+
+
+def cpu_samples(out: Path) -> Path:
+    """Where a run's CPU samples go: beside its result directory, which the kit owns."""
+    return out.parent / f"{out.name}.cpu.jsonl"
 
 
 def _phase(summary: dict[str, Any], name: str, figure: str) -> float | None:
@@ -115,8 +134,10 @@ def _phase(summary: dict[str, Any], name: str, figure: str) -> float | None:
     return phase.get(figure)
 
 
-def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
-    """One run's figures from its result directory (summary.json from the kit's analysis)."""
+def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = None) -> FaultRun:
+    """One run's figures from its result directory (summary.json from the kit's analysis); the
+    CPU shares from the samples the bench took beside it, else from cpu_file (a sampler that
+    ran beside the whole bench: bench/process_cpu.py)."""
     record = json.loads((out / "run.json").read_text())
     summary = json.loads((out / "summary.json").read_text())
     (figures,) = summary["faults"]
@@ -137,6 +158,11 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
         censored["caught_up_s"] = True
     verdict = summary.get("verdict") or record.get("verdict") or {}
     engine = record["engine"]
+    samples = process_cpu.read_samples(cpu_samples(out))
+    if not samples and cpu_file is not None:
+        samples = process_cpu.read_samples(cpu_file)
+    whole = figures.get("engine_whole_s")
+    outage_end = start + int(1000 * whole) if whole is not None else figures.get("end_ms") or start
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -161,6 +187,8 @@ def figures_of(out: Path, wall_s: float | None = None) -> FaultRun:
         steady_reached=steady.get("reached"),
         overloaded=before_fault["overloaded"],
         wall_s=wall_s,
+        cpu_before=process_cpu.shares(samples, int(steady_from), int(start)),
+        cpu_outage=process_cpu.shares(samples, int(start), int(outage_end)),
     )
 
 
@@ -325,7 +353,8 @@ def result_file(
                 "title": "Recovery per fault, per engine and setting",
                 "description": (
                     f"{args.count:,} messages at {args.rate:,.0f}/s, the fault at "
-                    f"{args.fault_at_s} s for {args.duration_s} s, {args.reps} repetitions. "
+                    f"{args.fault_at_s} s for {args.duration_s} s and {args.window} s of "
+                    f"producing after it (recovery_window_s), {args.reps} repetitions. "
                     "Seconds from the fault's start on the driver clock, mean (min-max) over "
                     "the runs not flagged overloaded before the fault."
                 ),
@@ -344,6 +373,7 @@ def result_file(
                 "rows": [run_row(run, knob) for _, _, knob, _, chosen in table for run in chosen],
             },
             reference_part(table),
+            cpu_part(table),
             phase_part(results, runs),
         ],
     }
@@ -437,6 +467,59 @@ def reference_part(
     }
 
 
+CPU_KINDS = (
+    "kafka",
+    "flink-taskmanager",
+    "flink-jobmanager",
+    "storm-worker",
+    "storm-supervisor",
+    "storm-nimbus",
+    "producer",
+    "collector",
+    "kit samplers",
+    "zookeeper",
+    "spark",
+    "ansible",
+    "supervisord",
+    "flink-client",
+    process_cpu.OTHER,
+    process_cpu.NO_PROCESS,
+)
+
+
+def cpu_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str, Any]:
+    """Per engine and setting, the mean share of the machine's CPU each kind of process took
+    before the fault and during the outage."""
+    rows = []
+    for engine, _, knob, setting, runs in table:
+        for window in ("before", "outage"):
+            sampled = [getattr(r, f"cpu_{window}") for r in runs]
+            sampled = [s for s in sampled if s]
+            if not sampled:
+                continue
+            label = "steady start to fault" if window == "before" else "fault to engine whole"
+            rows.append(
+                [
+                    engine,
+                    f"{knob}={setting}",
+                    label,
+                    len(sampled),
+                    *(round(statistics.mean(s.get(k, 0.0) for s in sampled), 1) for k in CPU_KINDS),
+                ]
+            )
+    return {
+        "title": "Where the machine's CPU went, per kind of process",
+        "description": (
+            "Shares (%) of the machine's CPU time (all cores) per kind of process, sampled from "
+            "/proc every 2 s on the machine that runs every test host, mean over the runs; from "
+            "the steady start to the fault, and from the fault until the engine was whole "
+            "again. no process: idle, interrupts and stolen time."
+        ),
+        "columns": ["engine", "setting", "window", "runs", *CPU_KINDS],
+        "rows": rows,
+    }
+
+
 def phase_part(results: Path, runs: list[FaultRun]) -> dict[str, Any]:
     """Where the runs' time went: each phase's median per engine, from run.json `phases`."""
     columns, rows = phase_medians([results / run.run_id for run in runs])
@@ -466,25 +549,41 @@ def main() -> int:
         help="messages per run (default: enough for the experiment's recovery_window_s and 5 s "
         "more after the fault ends)",
     )
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        type=int,
+        help="only these values of each engine's setting (default: both of SETTINGS)",
+    )
+    parser.add_argument(
+        "--recovery-window-s",
+        type=int,
+        help="the experiment's recovery_window_s for these runs (default: the experiment's)",
+    )
     parser.add_argument("--results", type=Path, default=Path("bench/out/faults"))
     parser.add_argument("--from-results", type=Path, help="only rebuild the tables of these runs")
     parser.add_argument(
         "--runs", default="bench-fault-*", help="with --from-results: which run directories"
     )
+    parser.add_argument(
+        "--cpu-samples",
+        type=Path,
+        help="with --from-results: CPU samples of bench/process_cpu.py for runs without their own",
+    )
     args = parser.parse_args()
+    defaults = yaml.safe_load(
+        (lab_playbooks.REPO / "roles" / "experiment" / "defaults" / "main.yml").read_text()
+    )
+    args.window = args.recovery_window_s or int(defaults["experiment_recovery_window_s"])
     if args.count is None:
-        defaults = yaml.safe_load(
-            (lab_playbooks.REPO / "roles" / "experiment" / "defaults" / "main.yml").read_text()
-        )
-        window = int(defaults["experiment_recovery_window_s"])
-        args.count = int((args.fault_at_s + args.duration_s + window + 5) * args.rate)
+        args.count = int((args.fault_at_s + args.duration_s + args.window + 5) * args.rate)
     table: list[tuple[str, str, str, int, list[FaultRun]]] = []
     results = args.from_results or args.results
     if args.from_results:
         done = sorted(out.parent for out in results.glob(f"{args.runs}/summary.json"))
         if not done:
             parser.error(f"no summarised run matches {results / args.runs}")
-        runs = [figures_of(out) for out in done]
+        runs = [figures_of(out, cpu_file=args.cpu_samples) for out in done]
         for engine, (fault, knob, _) in SETTINGS.items():
             for value in sorted({r.setting for r in runs if r.engine == engine}):
                 chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
@@ -497,7 +596,7 @@ def main() -> int:
         )
         for engine in args.engines:
             fault, knob, values = SETTINGS[engine]
-            for setting in values:
+            for setting in args.settings or values:
                 print(f"{engine}, {fault}, {knob}={setting}:", flush=True)
                 runs = [run_once(engine, setting, args, results) for _ in range(args.reps)]
                 table.append((engine, fault, knob, setting, runs))

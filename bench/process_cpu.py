@@ -1,0 +1,155 @@
+"""Where this machine's CPU went during a bench run, per kind of process (Kafka broker, Flink
+TaskManager, the kit's producer, ...), sampled from /proc. The test hosts are network namespaces
+and a container on this one machine, so their processes are all visible here; a share is of the
+whole machine's CPU time (all cores) over a window."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+# Substrings of a process's command line, first match wins: the kinds a bench reports.
+KINDS = (
+    ("kafka.Kafka", "kafka"),
+    ("TaskManagerRunner", "flink-taskmanager"),
+    ("BashJavaUtils", "flink-taskmanager"),
+    ("StandaloneSessionClusterEntrypoint", "flink-jobmanager"),
+    ("org.apache.flink.client", "flink-client"),
+    ("org.apache.storm.daemon.worker", "storm-worker"),
+    ("LogWriter", "storm-worker"),
+    ("org.apache.storm.daemon.supervisor", "storm-supervisor"),
+    ("org.apache.storm.daemon.nimbus", "storm-nimbus"),
+    ("QuorumPeerMain", "zookeeper"),
+    ("org.apache.spark", "spark"),
+    ("producer.produce", "producer"),
+    ("producer.collect", "collector"),
+    ("producer.", "kit samplers"),
+    ("ansible", "ansible"),
+    ("mitogen", "ansible"),
+    ("supervisord", "supervisord"),
+)
+OTHER = "other"
+# What no process's user or system time accounts for: idle, interrupts, time stolen.
+NO_PROCESS = "no process"
+
+
+def kind_of(cmdline: str) -> str:
+    for needle, kind in KINDS:
+        if needle in cmdline:
+            return kind
+    return OTHER
+
+
+def _process_ticks() -> dict[int, tuple[str, int]]:
+    """Every process's kind and its user plus system CPU ticks so far."""
+    found: dict[int, tuple[str, int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
+            continue  # gone, or a kernel thread's unreadable line
+        # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+        fields = stat.rsplit(")", 1)[-1].split()
+        try:
+            found[int(entry.name)] = (kind_of(cmdline), int(fields[11]) + int(fields[12]))
+        except (IndexError, ValueError):
+            continue
+    return found
+
+
+def _machine_ticks() -> int:
+    """All cores' CPU ticks so far, busy and idle."""
+    line = Path("/proc/stat").read_text().splitlines()[0]
+    return sum(int(field) for field in line.split()[1:9])
+
+
+class ProcessSampler:
+    """Samples every interval_s, in a thread, each kind's CPU ticks since the sample before
+    (a process started in between counts from its start; one that ended loses its last
+    interval) and the machine's, and writes them to path as JSON lines
+    ({"t_ms", "machine", "kinds": {kind: ticks}}), on the control node's clock."""
+
+    def __init__(self, path: Path, interval_s: float = 2.0) -> None:
+        self.path = path
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> ProcessSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        before = _process_ticks()
+        machine = _machine_ticks()
+        with self.path.open("w", encoding="utf-8") as out:
+            while not self._stop.wait(self.interval_s):
+                now = _process_ticks()
+                now_machine = _machine_ticks()
+                kinds: dict[str, int] = {}
+                for pid, (kind, ticks) in now.items():
+                    earlier = before.get(pid)
+                    spent = ticks - earlier[1] if earlier and earlier[0] == kind else ticks
+                    if spent > 0:
+                        kinds[kind] = kinds.get(kind, 0) + spent
+                line = {"t_ms": int(time.time() * 1000), "machine": now_machine - machine}
+                out.write(json.dumps({**line, "kinds": kinds}) + "\n")
+                out.flush()
+                before, machine = now, now_machine
+
+
+def read_samples(path: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def shares(samples: Iterable[Mapping], start_ms: int, end_ms: int) -> dict[str, float]:
+    """Each kind's share (%) of the machine's CPU time over the samples that end inside
+    [start_ms, end_ms], with NO_PROCESS for the rest; {} without such samples."""
+    inside = [s for s in samples if start_ms < int(s["t_ms"]) <= end_ms]
+    machine = sum(int(s["machine"]) for s in inside)
+    if machine <= 0:
+        return {}
+    totals: dict[str, int] = {}
+    for sample in inside:
+        for kind, ticks in sample["kinds"].items():
+            totals[kind] = totals.get(kind, 0) + int(ticks)
+    result = {kind: round(100.0 * ticks / machine, 1) for kind, ticks in totals.items()}
+    result[NO_PROCESS] = round(max(0.0, 100.0 - sum(result.values())), 1)
+    return dict(sorted(result.items(), key=lambda item: -item[1]))
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Sample per-kind CPU until interrupted.")
+    parser.add_argument("out", type=Path, help="JSON lines to write (ProcessSampler's format)")
+    parser.add_argument("--interval-s", type=float, default=2.0)
+    args = parser.parse_args()
+    with ProcessSampler(args.out, args.interval_s), contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The benches' per-process CPU shares (bench/process_cpu.py), on hand-built samples."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import process_cpu  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "kind"),
+    [
+        ("/usr/bin/java -Xms512m ... kafka.Kafka /etc/streamlab/kafka/server.properties", "kafka"),
+        ("java ... org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "flink-taskmanager"),
+        ("java ... org.apache.flink.runtime.util.bash.BashJavaUtils GET_TM", "flink-taskmanager"),
+        ("java -Ddaemon.name=nimbus ... org.apache.storm.daemon.nimbus.Nimbus", "storm-nimbus"),
+        ("/opt/streamlab/venv/bin/python -m producer.produce --bootstrap x", "producer"),
+        ("/opt/streamlab/venv/bin/python -m producer.collect --bootstrap x", "collector"),
+        ("/opt/streamlab/venv/bin/python -m producer.lagsampler", "kit samplers"),
+        ("/usr/sbin/sshd -D", process_cpu.OTHER),
+    ],
+)
+def test_a_process_is_classed_by_its_command_line(cmdline, kind):
+    assert process_cpu.kind_of(cmdline) == kind
+
+
+def test_shares_are_of_the_machines_time_over_the_samples_inside_the_window():
+    samples = [
+        {"t_ms": 1000, "machine": 400, "kinds": {"kafka": 400}},  # before the window
+        {"t_ms": 3000, "machine": 400, "kinds": {"kafka": 100, "producer": 50}},
+        {"t_ms": 5000, "machine": 400, "kinds": {"kafka": 200, "flink-taskmanager": 30}},
+        {"t_ms": 7000, "machine": 400, "kinds": {"kafka": 400}},  # after it
+    ]
+    # 800 ticks of the machine inside (1000, 5000]: kafka 300, producer 50, the TaskManager 30.
+    assert process_cpu.shares(samples, 1000, 5000) == {
+        "kafka": 37.5,
+        process_cpu.NO_PROCESS: 52.5,
+        "producer": 6.2,
+        "flink-taskmanager": 3.8,
+    }
+    assert process_cpu.shares(samples, 8000, 9000) == {}
+
+
+def test_the_sampler_writes_a_line_per_interval(tmp_path):
+    out = tmp_path / "cpu.jsonl"
+    with process_cpu.ProcessSampler(out, interval_s=0.1):
+        time.sleep(0.5)
+    samples = process_cpu.read_samples(out)
+    assert samples and all(sample["machine"] > 0 for sample in samples)
