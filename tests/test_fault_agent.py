@@ -151,6 +151,15 @@ def test_the_partition_drops_both_directions_of_the_cluster_interface_only():
     ruleset = agent.nft_partition_ruleset("eth0")
     assert 'iifname "eth0" drop' in ruleset and 'oifname "eth0" drop' in ruleset
     assert ruleset.startswith(f"table inet {agent.NFT_TABLE} ")
+    assert "accept;" not in ruleset.replace("policy accept;", "")
+
+
+@pytest.mark.parametrize(("address", "family"), [("10.77.0.1", "ip"), ("fd00::1", "ip6")])
+def test_the_partition_keeps_the_control_nodes_ssh_open_before_dropping(address, family):
+    ruleset = agent.nft_partition_ruleset("eth0", {"address": address, "port": 2222})
+    into = f'iifname "eth0" {family} saddr {address} tcp dport 2222 accept; iifname "eth0" drop;'
+    out = f'oifname "eth0" {family} daddr {address} tcp sport 2222 accept; oifname "eth0" drop;'
+    assert into in ruleset and out in ruleset
 
 
 def test_the_delayer_reads_packet_ids_and_acks_from_netlink_messages():

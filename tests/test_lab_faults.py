@@ -33,6 +33,9 @@ AGENT = "/opt/streamlab/bin/streamlab_fault.py"
 STATE_DIR = "/var/lib/streamlab/faults"
 SUPERVISORCTL = ("/opt/streamlab/venv/bin/supervisorctl", "-c", "/etc/streamlab/supervisord.conf")
 DURATION_S = 12
+# A port of a daemon every test host runs (the Kafka broker): a partition cuts it off, as it does
+# every port but the control node's SSH.
+KAFKA_PORT = 9092
 # Where a fault's undo may end after start + duration: the agent's tick, and a daemon's startsecs.
 UNDO_SLACK_MS = 6_000
 
@@ -202,16 +205,27 @@ def test_pause_process_stops_the_daemon_and_resumes_it(recovered, tmp_path):
     healthy(tmp_path)
 
 
-def test_a_partitioned_host_answers_nobody_until_the_partition_ends(recovered, tmp_path):
+def test_a_partitioned_host_answers_nobody_but_the_control_nodes_ssh_until_it_ends(
+    recovered, tmp_path
+):
     lab = recovered
-    inject_while_watching(
-        lab,
-        tmp_path,
-        {"fault": "network_partition", "target": "node3"},
-        lambda: not tcp_connects(lab["node3"], 22, timeout_s=1),
-        "node3 unreachable",
+    ssh_open: list[bool] = []
+
+    def cut_off() -> bool:
+        if tcp_connects(lab["node3"], KAFKA_PORT, timeout_s=1):
+            return False
+        ssh_open.append(tcp_connects(lab["node3"], 22, timeout_s=2))
+        return True
+
+    _, (record,) = inject_while_watching(
+        lab, tmp_path, {"fault": "network_partition", "target": "node3"}, cut_off, "node3 cut off"
     )
+    # Kafka cut off while this control node's SSH to the host stayed open, and the record says so.
+    assert ssh_open == [True], ssh_open
+    assert record["applied"]["kept_open"].startswith("SSH from "), record["applied"]
+    assert record["applied"]["kept_open"].endswith(" to port 22"), record["applied"]
     assert on_lab_host(lab["node1"], "ping", "-c", "1", "-W", "2", lab["node3"]).returncode == 0
+    assert tcp_connects(lab["node3"], KAFKA_PORT, timeout_s=2)
     healthy(tmp_path)
 
 
@@ -254,7 +268,7 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
     )
     try:
         wait_until(
-            lambda: not tcp_connects(lab["node3"], 22, timeout_s=1),
+            lambda: not tcp_connects(lab["node3"], KAFKA_PORT, timeout_s=1),
             bool,
             "node3 partitioned",
             timeout_s=60,
@@ -262,11 +276,11 @@ def test_a_partition_ends_on_time_when_the_control_node_dies(recovered, tmp_path
         cut_at = time.monotonic()
         kill_control_node(playbook)
         time.sleep(3)
-        assert not tcp_connects(lab["node3"], 22, timeout_s=1), (
+        assert not tcp_connects(lab["node3"], KAFKA_PORT, timeout_s=1), (
             "the partition ended when the control node died"
         )
         wait_until(
-            lambda: tcp_connects(lab["node3"], 22, timeout_s=1),
+            lambda: tcp_connects(lab["node3"], KAFKA_PORT, timeout_s=1),
             bool,
             "node3 back",
             timeout_s=duration_s + 30,

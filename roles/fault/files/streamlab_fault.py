@@ -275,11 +275,19 @@ def foreign_root_qdisc(iface: str) -> str | None:
     return first
 
 
-def nft_partition_ruleset(iface: str) -> str:
-    """An nftables table that drops every packet in and out of iface (loopback is untouched)."""
+def nft_partition_ruleset(iface: str, keep_ssh: Spec | None = None) -> str:
+    """An nftables table that drops every packet in and out of iface (loopback is untouched),
+    except, with keep_ssh ({"address", "port"}), the control node's SSH connection to this host,
+    so that Ansible still reaches a partitioned host."""
+    kept = {"input": "", "output": ""}
+    if keep_ssh:
+        family = "ip6" if ":" in str(keep_ssh["address"]) else "ip"
+        address, port = keep_ssh["address"], int(keep_ssh["port"])
+        kept["input"] = f'iifname "{iface}" {family} saddr {address} tcp dport {port} accept; '
+        kept["output"] = f'oifname "{iface}" {family} daddr {address} tcp sport {port} accept; '
 
     def chain(hook: str, side: str) -> str:
-        rule = f'{side} "{iface}" drop;'
+        rule = f'{kept[hook]}{side} "{iface}" drop;'
         return (
             f"  chain {hook} {{ type filter hook {hook} priority -300; policy accept; {rule} }}\n"
         )
@@ -469,7 +477,7 @@ class Fault:
                     os.kill(pid, signal.SIGKILL)
             return {"signal": "KILL", "pids": pids}
         if self.action == "partition":
-            ruleset = nft_partition_ruleset(self.iface)
+            ruleset = nft_partition_ruleset(self.iface, self.spec.get("keep_ssh"))
             done = subprocess.run(
                 [need_tool("nft"), "-f", "-"],
                 input=ruleset,
@@ -479,7 +487,14 @@ class Fault:
             )
             if done.returncode != 0:
                 raise FaultError(f"nft refused the partition rules: {done.stdout.strip()}")
-            return {"iface": self.iface, "nft_table": f"inet {NFT_TABLE}"}
+            kept = self.spec.get("keep_ssh")
+            return {
+                "iface": self.iface,
+                "nft_table": f"inet {NFT_TABLE}",
+                "kept_open": (
+                    f"SSH from {kept['address']} to port {kept['port']}" if kept else "nothing"
+                ),
+            }
         delay, jitter = int(self.spec.get("delay_ms") or 0), int(self.spec.get("jitter_ms") or 0)
         if not kernel_has_netem():
             pid = self.start_delayer(delay, jitter)
