@@ -30,6 +30,8 @@ KINDS = (
     ("producer.produce", "producer"),
     ("producer.collect", "collector"),
     ("producer.", "kit samplers"),
+    ("flink_timeline.py", "kit samplers"),
+    ("storm_timeline.py", "kit samplers"),
     ("ansible", "ansible"),
     ("mitogen", "ansible"),
     ("supervisord", "supervisord"),
@@ -46,9 +48,10 @@ def kind_of(cmdline: str) -> str:
     return OTHER
 
 
-def _process_ticks() -> dict[int, tuple[str, int]]:
-    """Every process's kind and its user plus system CPU ticks so far."""
-    found: dict[int, tuple[str, int]] = {}
+def _process_ticks() -> dict[int, tuple[str, int, int]]:
+    """Every process's kind, its user plus system CPU ticks so far, and when it started (ticks
+    since boot)."""
+    found: dict[int, tuple[str, int, int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -57,13 +60,22 @@ def _process_ticks() -> dict[int, tuple[str, int]]:
             cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, UnicodeDecodeError):
             continue  # gone, or a kernel thread's unreadable line
-        # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+        # Fields after the command's closing parenthesis: utime and stime are the 12th and 13th,
+        # starttime the 20th.
         fields = stat.rsplit(")", 1)[-1].split()
         try:
-            found[int(entry.name)] = (kind_of(cmdline), int(fields[11]) + int(fields[12]))
+            found[int(entry.name)] = (
+                kind_of(cmdline),
+                int(fields[11]) + int(fields[12]),
+                int(fields[19]),
+            )
         except (IndexError, ValueError):
             continue
     return found
+
+
+def _uptime_ticks() -> int:
+    return int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK"))
 
 
 def _machine_ticks() -> int:
@@ -98,22 +110,27 @@ class ProcessSampler:
         self._thread.join()
 
     def _loop(self) -> None:
-        before = _process_ticks()
+        # Each process's ticks when last seen: one missing from a reading (it raced with it)
+        # keeps its count, so it is not counted from zero when it shows again.
+        last = {pid: ticks for pid, (_, ticks, _) in _process_ticks().items()}
         machine = _machine_ticks()
+        since = _uptime_ticks()
         with self.path.open("w", encoding="utf-8") as out:
             while not self._stop.wait(self.interval_s):
                 now = _process_ticks()
-                now_machine = _machine_ticks()
+                now_machine, now_since = _machine_ticks(), _uptime_ticks()
                 kinds: dict[str, int] = {}
-                for pid, (kind, ticks) in now.items():
-                    earlier = before.get(pid)
-                    spent = ticks - earlier[1] if earlier and earlier[0] == kind else ticks
+                for pid, (kind, ticks, started) in now.items():
+                    # New since the last reading: all its time; else an unknown baseline.
+                    new_spent = ticks if started >= since else 0
+                    spent = ticks - last[pid] if pid in last else new_spent
+                    last[pid] = ticks
                     if spent > 0:
                         kinds[kind] = kinds.get(kind, 0) + spent
                 line = {"t_ms": int(time.time() * 1000), "machine": now_machine - machine}
                 out.write(json.dumps({**line, "kinds": kinds}) + "\n")
                 out.flush()
-                before, machine = now, now_machine
+                machine, since = now_machine, now_since
 
 
 def read_samples(path: Path) -> list[dict]:
@@ -123,12 +140,19 @@ def read_samples(path: Path) -> list[dict]:
         return []
 
 
-def shares(samples: Iterable[Mapping], start_ms: int, end_ms: int) -> dict[str, float]:
+def shares(
+    samples: Iterable[Mapping], start_ms: int, end_ms: int, max_gap_ms: int = 5000
+) -> dict[str, float]:
     """Each kind's share (%) of the machine's CPU time over the samples that end inside
-    [start_ms, end_ms], with NO_PROCESS for the rest; {} without such samples."""
+    [start_ms, end_ms], with NO_PROCESS for the rest; {} unless samples cover the window to
+    within max_gap_ms at either end."""
     inside = [s for s in samples if start_ms < int(s["t_ms"]) <= end_ms]
     machine = sum(int(s["machine"]) for s in inside)
-    if machine <= 0:
+    if (
+        machine <= 0
+        or int(inside[0]["t_ms"]) - start_ms > max_gap_ms
+        or end_ms - int(inside[-1]["t_ms"]) > max_gap_ms
+    ):
         return {}
     totals: dict[str, int] = {}
     for sample in inside:

@@ -44,6 +44,8 @@ def test_shares_are_of_the_machines_time_over_the_samples_inside_the_window():
         "flink-taskmanager": 3.8,
     }
     assert process_cpu.shares(samples, 8000, 9000) == {}
+    # Samples that do not reach the window's end: no shares rather than a part of it.
+    assert process_cpu.shares(samples, 1000, 20_000) == {}
 
 
 def test_the_sampler_writes_a_line_per_interval(tmp_path):
