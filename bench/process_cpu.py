@@ -5,9 +5,9 @@ whole machine's CPU time (all cores) over a window."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -170,8 +170,12 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="JSON lines to write (ProcessSampler's format)")
     parser.add_argument("--interval-s", type=float, default=2.0)
     args = parser.parse_args()
-    with ProcessSampler(args.out, args.interval_s), contextlib.suppress(KeyboardInterrupt):
-        threading.Event().wait()
+    stop = threading.Event()
+    # A background job does not get SIGINT from a shell: SIGTERM ends it cleanly too.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with ProcessSampler(args.out, args.interval_s):
+        stop.wait()
     return 0
 
 
