@@ -154,12 +154,40 @@ def test_the_partition_drops_both_directions_of_the_cluster_interface_only():
     assert "accept;" not in ruleset.replace("policy accept;", "")
 
 
-@pytest.mark.parametrize(("address", "family"), [("10.77.0.1", "ip"), ("fd00::1", "ip6")])
-def test_the_partition_keeps_the_control_nodes_ssh_open_before_dropping(address, family):
-    ruleset = agent.nft_partition_ruleset("eth0", {"address": address, "port": 2222})
+@pytest.mark.parametrize(
+    ("given", "family", "address"),
+    [("10.77.0.1", "ip", "10.77.0.1"), ("::ffff:10.77.0.1", "ip", "10.77.0.1")],
+)
+def test_the_partition_keeps_the_control_nodes_ssh_open_before_dropping(given, family, address):
+    ruleset = agent.nft_partition_ruleset("eth0", {"address": given, "port": 2222})
     into = f'iifname "eth0" {family} saddr {address} tcp dport 2222 accept; iifname "eth0" drop;'
     out = f'oifname "eth0" {family} daddr {address} tcp sport 2222 accept; oifname "eth0" drop;'
     assert into in ruleset and out in ruleset
+    assert "icmpv6" not in ruleset
+
+
+def test_over_ipv6_the_kept_ssh_keeps_neighbour_discovery_too():
+    ruleset = agent.nft_partition_ruleset("eth0", {"address": "fd00::1", "port": 22})
+    nd = "icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept;"
+    assert f'ip6 saddr fd00::1 tcp dport 22 accept; iifname "eth0" {nd} iifname "eth0" drop;' in (
+        ruleset
+    )
+    assert f'ip6 daddr fd00::1 tcp sport 22 accept; oifname "eth0" {nd} oifname "eth0" drop;' in (
+        ruleset
+    )
+
+
+@pytest.mark.parametrize(
+    "keep",
+    [
+        {"address": "fe80::1%eth0", "port": 22},
+        {"address": "x; drop", "port": 22},
+        {"address": "10.0.0.1", "port": 70000},
+    ],
+)
+def test_a_kept_connection_that_is_no_address_and_port_is_refused(keep):
+    with pytest.raises(agent.FaultError, match="keep_ssh"):
+        agent.nft_partition_ruleset("eth0", keep)
 
 
 def test_the_delayer_reads_packet_ids_and_acks_from_netlink_messages():

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import ipaddress
 import json
 import os
 import re
@@ -275,16 +276,39 @@ def foreign_root_qdisc(iface: str) -> str | None:
     return first
 
 
+def kept_ssh(keep_ssh: Spec | None) -> tuple[str, str, int] | None:
+    """(nft family, address, port) of the connection a partition keeps open, or None. An IPv4
+    address in IPv6 form (a dual-stack sshd's ::ffff:a.b.c.d) is the IPv4 one."""
+    if not keep_ssh:
+        return None
+    text = str(keep_ssh.get("address") or "").removeprefix("::ffff:")
+    try:
+        address = ipaddress.ip_address(text)
+        port = int(keep_ssh.get("port") or 0)
+    except ValueError as error:
+        raise FaultError(f"keep_ssh {keep_ssh!r} is not an address and a port: {error}") from None
+    if "%" in text:
+        raise FaultError(f"keep_ssh address {text} has a zone, which nftables cannot match")
+    if not 0 < port < 65536:
+        raise FaultError(f"keep_ssh port {port} is not a TCP port")
+    return ("ip6" if address.version == 6 else "ip"), str(address), port
+
+
 def nft_partition_ruleset(iface: str, keep_ssh: Spec | None = None) -> str:
     """An nftables table that drops every packet in and out of iface (loopback is untouched),
     except, with keep_ssh ({"address", "port"}), the control node's SSH connection to this host,
-    so that Ansible still reaches a partitioned host."""
+    so that Ansible still reaches a partitioned host (over IPv6 with the neighbour discovery it
+    needs)."""
     kept = {"input": "", "output": ""}
-    if keep_ssh:
-        family = "ip6" if ":" in str(keep_ssh["address"]) else "ip"
-        address, port = keep_ssh["address"], int(keep_ssh["port"])
+    found = kept_ssh(keep_ssh)
+    if found:
+        family, address, port = found
         kept["input"] = f'iifname "{iface}" {family} saddr {address} tcp dport {port} accept; '
         kept["output"] = f'oifname "{iface}" {family} daddr {address} tcp sport {port} accept; '
+        if family == "ip6":
+            nd = "icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept; "
+            kept["input"] += f'iifname "{iface}" {nd}'
+            kept["output"] += f'oifname "{iface}" {nd}'
 
     def chain(hook: str, side: str) -> str:
         rule = f'{kept[hook]}{side} "{iface}" drop;'
@@ -402,6 +426,16 @@ class Fault:
                 raise FaultError(
                     f"a partition is already in place (nftables table inet {NFT_TABLE})"
                 )
+            ruleset = nft_partition_ruleset(self.iface, self.spec.get("keep_ssh"))
+            tried = subprocess.run(
+                [need_tool("nft"), "-c", "-f", "-"],
+                input=ruleset,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if tried.returncode != 0:
+                raise FaultError(f"nft would refuse the partition rules: {tried.stderr.strip()}")
             return {"iface": self.iface}
         if not kernel_has_netem():
             if not kernel_has("NETFILTER_XT_TARGET_NFQUEUE", "xt_NFQUEUE"):
@@ -487,13 +521,11 @@ class Fault:
             )
             if done.returncode != 0:
                 raise FaultError(f"nft refused the partition rules: {done.stdout.strip()}")
-            kept = self.spec.get("keep_ssh")
+            kept = kept_ssh(self.spec.get("keep_ssh"))
             return {
                 "iface": self.iface,
                 "nft_table": f"inet {NFT_TABLE}",
-                "kept_open": (
-                    f"SSH from {kept['address']} to port {kept['port']}" if kept else "nothing"
-                ),
+                "kept_open": f"SSH from {kept[1]} to port {kept[2]}" if kept else "nothing",
             }
         delay, jitter = int(self.spec.get("delay_ms") or 0), int(self.spec.get("jitter_ms") or 0)
         if not kernel_has_netem():
