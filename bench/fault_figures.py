@@ -112,7 +112,11 @@ def run_once(engine: str, setting: int, args: argparse.Namespace, results: Path)
         "fault_at_s": args.fault_at_s,
         "duration_s": args.duration_s,
         knob: setting,
-        **({"recovery_window_s": args.recovery_window_s} if args.recovery_window_s else {}),
+        **(
+            {"recovery_window_s": args.recovery_window_s}
+            if args.recovery_window_s is not None
+            else {}
+        ),
         "run_id": run_id,
         "experiment_results_dir": str(results),
     }
@@ -162,7 +166,6 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
     if not samples and cpu_file is not None:
         samples = process_cpu.read_samples(cpu_file)
     whole = figures.get("engine_whole_s")
-    outage_end = start + int(1000 * whole) if whole is not None else figures.get("end_ms") or start
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -188,7 +191,10 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
         overloaded=before_fault["overloaded"],
         wall_s=wall_s,
         cpu_before=process_cpu.shares(samples, int(steady_from), int(start)),
-        cpu_outage=process_cpu.shares(samples, int(start), int(outage_end)),
+        # No outage window without the engine's whole-again time.
+        cpu_outage=process_cpu.shares(samples, int(start), start + int(1000 * whole))
+        if whole is not None
+        else {},
     )
 
 
@@ -379,8 +385,8 @@ def result_file(
     }
 
 
-# The reference study's published figures, as the user's question quotes them: both engines
-# at-least-once, runs of REFERENCE_COUNT messages with one TaskManager / supervisor failure.
+# The reference study's published figures: both engines at-least-once, runs of
+# REFERENCE_COUNT messages with one TaskManager / supervisor failure.
 REFERENCE_COUNT = 200_000
 REFERENCE = {
     "loss": ("0", "0"),
@@ -401,10 +407,12 @@ def _per_setting(
     table: list[tuple[str, str, str, int, list[FaultRun]]],
     engine: str,
     figure: Any,
+    every_run: bool = False,
 ) -> str:
-    """One cell: the figure of each of the engine's settings, over its counted runs."""
+    """One cell: the figure of each of the engine's settings, over its counted runs (every run
+    for every_run: loss counts in overloaded runs too)."""
     parts = [
-        f"{setting} s: {figure([r for r in runs if r.overloaded is not True])}"
+        f"{setting} s: {figure([r for r in runs if every_run or r.overloaded is not True])}"
         for name, _, _, setting, runs in table
         if name == engine
     ]
@@ -448,7 +456,8 @@ def reference_part(
             "The reference study's figures as published (both engines at-least-once, "
             f"{REFERENCE_COUNT:,} messages per run, one failure) beside this bench's, per "
             "setting (Flink's checkpoint interval, Storm's message timeout), over the runs not "
-            "flagged overloaded before the fault: mean (min-max), ranges as min to max. A "
+            "flagged overloaded before the fault (loss over every run): mean (min-max), ranges "
+            "as min to max. A "
             "duplicate share depends on the run's length; the second duplicates row divides "
             f"each run's duplicate records by {REFERENCE_COUNT:,}, which matches the "
             "reference's share where its input rate was this bench's."
@@ -458,9 +467,9 @@ def reference_part(
             [
                 name,
                 reference[0],
-                _per_setting(table, "flink", measured[name]),
+                _per_setting(table, "flink", measured[name], every_run=name == "loss"),
                 reference[1],
-                _per_setting(table, "storm", measured[name]),
+                _per_setting(table, "storm", measured[name], every_run=name == "loss"),
             ]
             for name, reference in REFERENCE.items()
         ],
@@ -511,9 +520,10 @@ def cpu_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str
         "title": "Where the machine's CPU went, per kind of process",
         "description": (
             "Shares (%) of the machine's CPU time (all cores) per kind of process, sampled from "
-            "/proc every 2 s on the machine that runs every test host, mean over the runs; from "
-            "the steady start to the fault, and from the fault until the engine was whole "
-            "again. no process: idle, interrupts and stolen time."
+            "/proc (bench/process_cpu.py) on the machine that runs every test host, mean over "
+            "the runs sampled; from the steady start to the fault, and from the fault until the "
+            "engine was whole again. idle or unsampled: idle, interrupts, stolen time and "
+            "processes that started and ended between two samples."
         ),
         "columns": ["engine", "setting", "window", "runs", *CPU_KINDS],
         "rows": rows,
@@ -532,6 +542,29 @@ def phase_part(results: Path, runs: list[FaultRun]) -> dict[str, Any]:
         "columns": columns,
         "rows": rows,
     }
+
+
+def described_by_runs(args: argparse.Namespace, run_dirs: list[Path]) -> None:
+    """Set the description's figures (count, rate, fault schedule, window, repetitions) from
+    the runs' own parameters where they all agree, not from this command's defaults."""
+    records = [json.loads((out / "run.json").read_text()) for out in run_dirs]
+    for name, key in (
+        ("count", "count"),
+        ("rate", "rate"),
+        ("fault_at_s", "fault_at_s"),
+        ("duration_s", "duration_s"),
+        ("window", "recovery_window_s"),
+    ):
+        values = {record["parameters"].get(key) for record in records}
+        if len(values) == 1 and None not in values:
+            setattr(args, name, values.pop())
+    groups: dict[tuple[str, Any], int] = {}
+    for record in records:
+        knob = SETTINGS[record["engine"]][1]
+        group = (record["engine"], record["parameters"].get(knob))
+        groups[group] = groups.get(group, 0) + 1
+    if len(set(groups.values())) == 1:
+        args.reps = next(iter(groups.values()))
 
 
 def main() -> int:
@@ -574,7 +607,11 @@ def main() -> int:
     defaults = yaml.safe_load(
         (lab_playbooks.REPO / "roles" / "experiment" / "defaults" / "main.yml").read_text()
     )
-    args.window = args.recovery_window_s or int(defaults["experiment_recovery_window_s"])
+    args.window = (
+        args.recovery_window_s
+        if args.recovery_window_s is not None
+        else int(defaults["experiment_recovery_window_s"])
+    )
     if args.count is None:
         args.count = int((args.fault_at_s + args.duration_s + args.window + 5) * args.rate)
     table: list[tuple[str, str, str, int, list[FaultRun]]] = []
@@ -584,6 +621,7 @@ def main() -> int:
         if not done:
             parser.error(f"no summarised run matches {results / args.runs}")
         runs = [figures_of(out, cpu_file=args.cpu_samples) for out in done]
+        described_by_runs(args, done)
         for engine, (fault, knob, _) in SETTINGS.items():
             for value in sorted({r.setting for r in runs if r.engine == engine}):
                 chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]

@@ -5,12 +5,13 @@ whole machine's CPU time (all cores) over a window."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -37,8 +38,9 @@ KINDS = (
     ("supervisord", "supervisord"),
 )
 OTHER = "other"
-# What no process's user or system time accounts for: idle, interrupts, time stolen.
-NO_PROCESS = "no process"
+# What no sampled process's user or system time accounts for: idle, interrupts, stolen time,
+# and processes that started and ended between two readings.
+NO_PROCESS = "idle or unsampled"
 
 
 def kind_of(cmdline: str) -> str:
@@ -110,21 +112,25 @@ class ProcessSampler:
         self._thread.join()
 
     def _loop(self) -> None:
-        # Each process's ticks when last seen: one missing from a reading (it raced with it)
-        # keeps its count, so it is not counted from zero when it shows again.
-        last = {pid: ticks for pid, (_, ticks, _) in _process_ticks().items()}
+        # Each process's ticks when last seen, by pid and start time (a pid can be reused): one
+        # missing from a reading (it raced with it) keeps its count, so it is not counted from
+        # zero when it shows again.
+        last = {(pid, started): ticks for pid, (_, ticks, started) in _process_ticks().items()}
         machine = _machine_ticks()
         since = _uptime_ticks()
         with self.path.open("w", encoding="utf-8") as out:
             while not self._stop.wait(self.interval_s):
+                # Uptime before the scan: a process started during it is new, not unknown.
+                now_since = _uptime_ticks()
                 now = _process_ticks()
-                now_machine, now_since = _machine_ticks(), _uptime_ticks()
+                now_machine = _machine_ticks()
                 kinds: dict[str, int] = {}
                 for pid, (kind, ticks, started) in now.items():
+                    key = (pid, started)
                     # New since the last reading: all its time; else an unknown baseline.
                     new_spent = ticks if started >= since else 0
-                    spent = ticks - last[pid] if pid in last else new_spent
-                    last[pid] = ticks
+                    spent = ticks - last[key] if key in last else new_spent
+                    last[key] = ticks
                     if spent > 0:
                         kinds[kind] = kinds.get(kind, 0) + spent
                 line = {"t_ms": int(time.time() * 1000), "machine": now_machine - machine}
@@ -141,23 +147,27 @@ def read_samples(path: Path) -> list[dict]:
 
 
 def shares(
-    samples: Iterable[Mapping], start_ms: int, end_ms: int, max_gap_ms: int = 5000
+    samples: Sequence[Mapping], start_ms: int, end_ms: int, min_covered: float = 0.9
 ) -> dict[str, float]:
-    """Each kind's share (%) of the machine's CPU time over the samples that end inside
-    [start_ms, end_ms], with NO_PROCESS for the rest; {} unless samples cover the window to
-    within max_gap_ms at either end."""
-    inside = [s for s in samples if start_ms < int(s["t_ms"]) <= end_ms]
-    machine = sum(int(s["machine"]) for s in inside)
-    if (
-        machine <= 0
-        or int(inside[0]["t_ms"]) - start_ms > max_gap_ms
-        or end_ms - int(inside[-1]["t_ms"]) > max_gap_ms
-    ):
-        return {}
-    totals: dict[str, int] = {}
-    for sample in inside:
+    """Each kind's share (%) of the machine's CPU time over [start_ms, end_ms], with NO_PROCESS
+    for the rest. A sample holds the ticks since the one before it; a sample that straddles an
+    end of the window counts in proportion to its overlap. {} unless the samples cover at
+    least min_covered of the window."""
+    machine = 0.0
+    totals: dict[str, float] = {}
+    covered_ms = 0
+    for before, sample in itertools.pairwise(samples):
+        begin, end = int(before["t_ms"]), int(sample["t_ms"])
+        overlap = min(end, end_ms) - max(begin, start_ms)
+        if end <= begin or overlap <= 0:
+            continue
+        weight = overlap / (end - begin)
+        covered_ms += overlap
+        machine += weight * int(sample["machine"])
         for kind, ticks in sample["kinds"].items():
-            totals[kind] = totals.get(kind, 0) + int(ticks)
+            totals[kind] = totals.get(kind, 0.0) + weight * int(ticks)
+    if machine <= 0 or end_ms <= start_ms or covered_ms < min_covered * (end_ms - start_ms):
+        return {}
     result = {kind: round(100.0 * ticks / machine, 1) for kind, ticks in totals.items()}
     result[NO_PROCESS] = round(max(0.0, 100.0 - sum(result.values())), 1)
     return dict(sorted(result.items(), key=lambda item: -item[1]))

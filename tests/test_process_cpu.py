@@ -29,22 +29,30 @@ def test_a_process_is_classed_by_its_command_line(cmdline, kind):
     assert process_cpu.kind_of(cmdline) == kind
 
 
-def test_shares_are_of_the_machines_time_over_the_samples_inside_the_window():
+def test_shares_are_of_the_machines_time_with_straddling_samples_in_proportion():
     samples = [
-        {"t_ms": 1000, "machine": 400, "kinds": {"kafka": 400}},  # before the window
+        {"t_ms": 1000, "machine": 400, "kinds": {"kafka": 400}},  # only the start of time
         {"t_ms": 3000, "machine": 400, "kinds": {"kafka": 100, "producer": 50}},
-        {"t_ms": 5000, "machine": 400, "kinds": {"kafka": 200, "flink-taskmanager": 30}},
-        {"t_ms": 7000, "machine": 400, "kinds": {"kafka": 400}},  # after it
+        {"t_ms": 5000, "machine": 400, "kinds": {"kafka": 200, "flink-taskmanager": 40}},
+        {"t_ms": 7000, "machine": 400, "kinds": {"kafka": 400}},
     ]
-    # 800 ticks of the machine inside (1000, 5000]: kafka 300, producer 50, the TaskManager 30.
+    # (1000, 5000]: the second and third samples whole, 800 machine ticks.
     assert process_cpu.shares(samples, 1000, 5000) == {
         "kafka": 37.5,
-        process_cpu.NO_PROCESS: 52.5,
+        process_cpu.NO_PROCESS: 51.3,
         "producer": 6.2,
-        "flink-taskmanager": 3.8,
+        "flink-taskmanager": 5.0,
+    }
+    # (2000, 4000]: half of each of the two: 200 + 200 machine ticks, kafka 50 + 100,
+    # producer 25, the TaskManager 20.
+    assert process_cpu.shares(samples, 2000, 4000) == {
+        process_cpu.NO_PROCESS: 51.3,
+        "kafka": 37.5,
+        "producer": 6.2,
+        "flink-taskmanager": 5.0,
     }
     assert process_cpu.shares(samples, 8000, 9000) == {}
-    # Samples that do not reach the window's end: no shares rather than a part of it.
+    # Samples that cover less than 90 % of the window: no shares rather than a part of it.
     assert process_cpu.shares(samples, 1000, 20_000) == {}
 
 
