@@ -39,7 +39,8 @@ def recorded_run(
     status: str = "complete",
     parameters: dict | None = None,
 ) -> Path:
-    """A result directory whose phases span span_s and whose producer sent for sending_s."""
+    """A result directory whose phases span span_s, for a producer meant to send for
+    sending_s (count and rate in its parameters)."""
     run_dir = results / run_id
     run_dir.mkdir(parents=True)
     end = T0 + int(span_s * 1000)
@@ -48,7 +49,11 @@ def recorded_run(
         "engine": engine,
         "fault": fault,
         "status": status,
-        "parameters": parameters if parameters is not None else {"quiet_s": 10},
+        "parameters": {
+            "count": int(sending_s * 100),
+            "rate": 100,
+            **(parameters if parameters is not None else {"quiet_s": 10}),
+        },
         "phases": [
             {"name": "facts", "start_ms": T0, "end_ms": T0 + 3000},
             {"name": "producing", "start_ms": T0 + 3000, "end_ms": end - 1000},
@@ -56,16 +61,17 @@ def recorded_run(
         ],
     }
     (run_dir / "run.json").write_text(json.dumps(record))
-    produced = {"start_ms": T0 + 5000, "end_ms": T0 + 5000 + int(sending_s * 1000)}
+    # The producer's own summary says it fell behind: the estimate takes the nominal time.
+    produced = {"start_ms": T0 + 5000, "end_ms": T0 + 5000 + int(sending_s * 1500)}
     (run_dir / "produced.summary.json").write_text(json.dumps(produced))
     return run_dir
 
 
-def test_a_runs_phase_overhead_leaves_out_sending_the_commit_wait_and_the_quiet_period(tmp_path):
+def test_a_runs_phase_overhead_leaves_out_the_nominal_sending_commit_wait_and_quiet(tmp_path):
     flink = recorded_run(
         tmp_path, "f", "flink", 300, 142, parameters={"quiet_s": 10, "checkpoint_interval_s": 2}
     )
-    # 300 s of phases - 142 s sending - 2 s commit wait - 10 s quiet.
+    # 300 s of phases - 142 s sending (14,200 at 100/s) - 2 s commit wait - 10 s quiet.
     assert phase_overhead_s(flink) == ("flink", True, pytest.approx(146.0))
     storm = recorded_run(
         tmp_path,
@@ -117,10 +123,12 @@ def test_the_overhead_comes_from_the_best_evidence_there_is(tmp_path, kit):
     taken = overhead_for(flink_run, the_plan, kit, {}, earlier)
     assert taken.seconds == 130.0
     assert taken.source == "median of 3 earlier fault flink runs' phases in the results directory"
-    # Only fault-free runs of the engine: theirs.
+    # Too few of the same kind: the engine's runs of both kinds.
     taken = overhead_for(flink_run, the_plan, kit, {}, {("flink", False): [60.0, 70.0]})
     assert taken.seconds == 65.0
-    assert "2 earlier fault-free flink runs" in taken.source
+    assert "2 earlier flink runs" in taken.source
+    mixed = {("flink", True): [100.0], ("flink", False): [60.0]}
+    assert overhead_for(flink_run, the_plan, kit, {}, mixed).seconds == 80.0
 
     # A finished run of this study: the wall time beyond its estimate without overhead,
     # for its engine; the other engine takes it only without evidence of its own.

@@ -4,6 +4,7 @@ phases of earlier runs in the same results directory, else the kit's fixed model
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -43,24 +44,24 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 def phase_overhead_s(run_dir: Path) -> tuple[str, bool, float] | None:
     """(engine, whether it had a fault, overhead) of one recorded run: the span of its run.json
-    phases less the producer's own sending time, the commit wait and the quiet period the run
-    was given (those estimated_s adds itself); None for a run without phases or a producer
-    summary."""
+    phases less what estimated_s adds itself for the run's parameters (the nominal producing
+    time, ceil(count / rate), the commit wait and the quiet period), so that a producer that
+    fell behind its rate counts in the overhead as it does in a study's own runs; None for a
+    run without phases."""
     record = _read(run_dir / "run.json")
-    produced = _read(run_dir / "produced.summary.json")
-    if not record or not produced:
+    if not record:
         return None
     phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
     parameters = record.get("parameters") or {}
     try:
         span_s = (int(phases[-1]["end_ms"]) - int(phases[0]["start_ms"])) / 1000
-        sending_s = (int(produced["end_ms"]) - int(produced["start_ms"])) / 1000
+        sending_s = math.ceil(float(parameters["count"]) / float(parameters["rate"]))
         engine = str(record["engine"])
         commit = DRAIN_COMMIT_PARAMETER.get(engine)
         waits_s = float(parameters.get(commit) or 0 if commit else 0) + float(
             parameters.get("quiet_s") or 0
         )
-    except (IndexError, KeyError, TypeError, ValueError):
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
     faulted = str(record.get("fault") or "none") != "none"
     return engine, faulted, max(0.0, span_s - sending_s - waits_s)
@@ -105,12 +106,9 @@ def overhead_for(
         )
     faulted = run.fault != "none"
     kind = "fault" if faulted else "fault-free"
-    other_kind = "fault-free" if faulted else "fault"
-    for key, words in (
-        ((run.engine, faulted), f"{kind} {run.engine}"),
-        ((run.engine, not faulted), f"{other_kind} {run.engine}"),
-    ):
-        values = earlier.get(key) or []
+    same_kind = list(earlier.get((run.engine, faulted)) or [])
+    either_kind = same_kind + list(earlier.get((run.engine, not faulted)) or [])
+    for values, words in ((same_kind, f"{kind} {run.engine}"), (either_kind, run.engine)):
         if len(values) >= MIN_EARLIER_RUNS:
             return Overhead(
                 statistics.median(values),

@@ -353,16 +353,16 @@ class StudyRunner:
         )
 
     def forecast(self, todo: Sequence[PlannedRun]) -> Forecast:
-        earlier = self.load_record() or {}
+        recorded = self.load_record() or {}
         walls = {
             entry["run_id"]: attempt["wall_s"]
-            for entry in earlier.get("runs") or []
+            for entry in recorded.get("runs") or []
             for attempt in entry.get("attempts") or []
             if attempt.get("status") == COMPLETE
         }
-        earlier = earlier_overheads(self.results_dir)
+        measured = earlier_overheads(self.results_dir)
         overheads = {
-            run.run_id: overhead_for(run, self.plan, self.kit, walls, earlier) for run in todo
+            run.run_id: overhead_for(run, self.plan, self.kit, walls, measured) for run in todo
         }
         # The report summarises every complete run without a summary.json: those to run, and
         # any an earlier start completed but did not get to.
