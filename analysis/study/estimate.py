@@ -3,14 +3,13 @@ phases of earlier runs in the same results directory, else the kit's fixed model
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from analysis.io import read_optional_json
 from analysis.study.kit import Kit
 from analysis.study.plan import (
     DRAIN_COMMIT_PARAMETER,
@@ -34,22 +33,14 @@ class Overhead:
     source: str
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def phase_overhead_s(run_dir: Path) -> tuple[str, bool, float] | None:
     """(engine, whether it had a fault, overhead) of one recorded run: the span of its run.json
     phases less what estimated_s adds itself for the run's parameters (the nominal producing
     time, ceil(count / rate), the commit wait and the quiet period), so that a producer that
     fell behind its rate counts in the overhead as it does in a study's own runs; None for a
     run without phases."""
-    record = _read(run_dir / "run.json")
-    if not record:
+    record = read_optional_json(run_dir / "run.json")
+    if not isinstance(record, dict):
         return None
     phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
     parameters = record.get("parameters") or {}
@@ -71,8 +62,8 @@ def earlier_overheads(results_dir: Path) -> dict[tuple[str, bool], list[float]]:
     """Every complete run's phase overhead under results_dir, per engine and fault or not."""
     found: dict[tuple[str, bool], list[float]] = {}
     for record_path in sorted(results_dir.glob("*/run.json")):
-        record = _read(record_path)
-        if not record or record.get("status") != "complete":
+        record = read_optional_json(record_path)
+        if not isinstance(record, dict) or record.get("status") != "complete":
             continue
         measured = phase_overhead_s(record_path.parent)
         if measured is not None:
