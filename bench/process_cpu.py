@@ -9,11 +9,15 @@ import itertools
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lab"))
+from cpu_time import read_cpu_ticks  # noqa: E402
 
 # Substrings of a process's command line, first match wins: the kinds a bench reports.
 KINDS = (
@@ -82,8 +86,7 @@ def _uptime_ticks() -> int:
 
 def _machine_ticks() -> int:
     """All cores' CPU ticks so far, busy and idle."""
-    line = Path("/proc/stat").read_text().splitlines()[0]
-    return sum(int(field) for field in line.split()[1:9])
+    return sum(read_cpu_ticks().values())
 
 
 class ProcessSampler:
