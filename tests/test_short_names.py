@@ -150,3 +150,113 @@ def test_experiment_accepts_full_role_settings_its_own_vars_and_ansible_ones(tmp
         *("-e", "analyze_on=none", "-e", "ansible_ssh_pipelining=true"),
     )
     assert rc == 0, output
+
+
+CHECK = "Check every -e against the settings this playbook takes"
+
+
+def check_play(playbook: str) -> dict:
+    """The playbook's first play: the check of its extra vars, before any host is reached."""
+    play = yaml.safe_load((REPO / "playbooks" / playbook).read_text())[0]
+    assert [task["name"] for task in play["tasks"]] == [CHECK], f"{playbook}: checks first"
+    assert play["gather_facts"] is False, f"{playbook}: the check gathers no facts"
+    return play
+
+
+def run_check(tmp_path, playbook, *extra, play_vars=None):
+    play = check_play(playbook)
+    play = {**play, "hosts": "localhost", "vars": {**play.get("vars", {}), **(play_vars or {})}}
+    (tmp_path / "check.yml").write_text(yaml.safe_dump([play]))
+    completed = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
+        + [str(tmp_path / "check.yml"), *extra],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    )
+    return completed.returncode, completed.stdout + completed.stderr
+
+
+# playbook -> (what it takes: its own names and a role setting, a misspelt one, what is said)
+CHECKED = {
+    "fault.yml": (
+        ["fault=kill_taskmanager", "target=node2", "duration_s=5", "schedule_id=a", "wait=false"]
+        + ["fault_every_s=0", "fault_count=1", "daemon=kafka", "engine=flink", "delay_ms=5"]
+        + ["jitter_ms=1", "fault_max_duration_s=60"],
+        "duraton_s=5",
+        "-e duraton_s=5 (did you mean duration_s?)",
+    ),
+    "teardown.yml": (
+        ["confirm=yes", "purge=true"],
+        "purg=true",
+        "-e purg=true (did you mean purge?)",
+    ),
+    "preflight.yml": (
+        ['{"preflight_components": ["common"]}', "kafka_heap_mb=512"],
+        "kafka_heep_mb=512",
+        "-e kafka_heep_mb=512 (did you mean kafka_heap_mb?)",
+    ),
+}
+
+
+@pytest.mark.parametrize("playbook", sorted(CHECKED))
+def test_a_playbook_refuses_an_extra_var_it_has_no_setting_for(tmp_path, playbook):
+    takes, misspelt, said = CHECKED[playbook]
+    given = [arg for value in takes for arg in ("-e", value)]
+    rc, output = run_check(tmp_path, playbook, *given)
+    assert rc == 0, output
+    rc, output = run_check(tmp_path, playbook, *given, "-e", misspelt)
+    assert rc != 0
+    assert said in output and "no setting of this playbook has that name" in output, output
+
+
+def test_site_takes_redeploys_confirmation_only_through_redeploy(tmp_path):
+    """site.yml (its preflight) refuses -e confirm=yes, which changes nothing there; redeploy.yml
+    imports it with confirm and purge allowed, as it takes them itself."""
+    rc, output = run_check(tmp_path, "preflight.yml", "-e", "confirm=yes")
+    assert rc != 0 and "-e confirm=yes" in output, output
+    (imported,) = [
+        play
+        for play in yaml.safe_load((REPO / "playbooks" / "redeploy.yml").read_text())
+        if play.get("ansible.builtin.import_playbook") == "site.yml"
+    ]
+    rc, output = run_check(
+        tmp_path,
+        "preflight.yml",
+        "-e",
+        "confirm=yes",
+        "-e",
+        "purge=false",
+        play_vars=imported["vars"],
+    )
+    assert rc == 0, output
+
+
+def test_the_check_comes_before_any_host_is_reached(tmp_path):
+    """fault.yml with a misspelt -e, on an inventory whose host cannot be reached: the refusal
+    comes first, and no connection is tried."""
+    inventory = tmp_path / "hosts.yml"
+    unreachable = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh"}
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": unreachable}}}))
+    completed = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory)]
+        + [
+            str(REPO / "playbooks" / "fault.yml"),
+            "-e",
+            "fault=kill_kafka_broker",
+            "-e",
+            "targte=x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        timeout=120,
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode != 0
+    assert "-e targte=x (did you mean target?)" in output, output
+    assert "UNREACHABLE" not in output and "Learn every host" not in output, output

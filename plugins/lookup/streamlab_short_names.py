@@ -28,8 +28,10 @@ description:
     (C(-e count=1 -e experiment_count=2)).
 options:
   _terms:
-    description: Role names, found under the playbook's C(roles/), then C(roles_path).
-    required: true
+    description:
+      - Role names, found under the playbook's C(roles/), then C(roles_path). None, with
+        O(strict), checks the extra vars against every role's settings and O(allow) only.
+    required: false
     type: list
     elements: str
   only:
@@ -58,6 +60,11 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     "{{ item.key }}": "{{ item.value }}"
   loop: "{{ lookup('streamlab_short_names', 'experiment') | dict2items }}"
+
+- name: Refuse an extra var that is no role's setting and not one the playbook takes itself
+  ansible.builtin.assert:
+    that: lookup('streamlab_short_names', strict=true, allow=['confirm', 'purge']) is mapping
+    quiet: true
 
 - name: Take -e runs=... for analysis_runs, and no other short name
   ansible.builtin.set_fact:
