@@ -24,6 +24,19 @@ def settings(role):
     return sorted(defaults)
 
 
+def ansible_playbook(*arguments: str, cwd, home) -> subprocess.CompletedProcess:
+    """The virtualenv's ansible-playbook with the repository's ansible.cfg and a HOME of its own."""
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ansible-playbook"), *arguments],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(home)}
+        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        timeout=300,
+    )
+
+
 def short_names_task(playbook):
     plays = yaml.safe_load((REPO / "playbooks" / playbook).read_text())
     tasks = [t for play in plays for t in play.get("pre_tasks", []) if t.get("name") == TASK]
@@ -79,14 +92,8 @@ def run(tmp_path, playbook, role, *extra):
         ],
     }
     (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
-    completed = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory)]
-        + [str(tmp_path / "play.yml"), *extra],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+    completed = ansible_playbook(
+        "-i", str(inventory), str(tmp_path / "play.yml"), *extra, cwd=tmp_path, home=tmp_path
     )
     output = completed.stdout + completed.stderr
     taken = json.loads(result.read_text()) if completed.returncode == 0 else {}
@@ -167,14 +174,10 @@ def run_check(tmp_path, playbook, *extra, play_vars=None):
     play = check_play(playbook)
     play = {**play, "hosts": "localhost", "vars": {**play.get("vars", {}), **(play_vars or {})}}
     (tmp_path / "check.yml").write_text(yaml.safe_dump([play]))
-    completed = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
-        + [str(tmp_path / "check.yml"), *extra],
-        capture_output=True,
-        text=True,
+    completed = ansible_playbook(
+        *("-i", "localhost,", "-c", "local", str(tmp_path / "check.yml"), *extra),
         cwd=tmp_path,
-        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        home=tmp_path,
     )
     return completed.returncode, completed.stdout + completed.stderr
 
@@ -240,21 +243,11 @@ def test_the_check_comes_before_any_host_is_reached(tmp_path):
     inventory = tmp_path / "hosts.yml"
     unreachable = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh"}
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node1": unreachable}}}))
-    completed = subprocess.run(
-        [str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(inventory)]
-        + [
-            str(REPO / "playbooks" / "fault.yml"),
-            "-e",
-            "fault=kill_kafka_broker",
-            "-e",
-            "targte=x",
-        ],
-        capture_output=True,
-        text=True,
+    completed = ansible_playbook(
+        *("-i", str(inventory), str(REPO / "playbooks" / "fault.yml")),
+        *("-e", "fault=kill_kafka_broker", "-e", "targte=x"),
         cwd=REPO,
-        env={"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
-        | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
-        timeout=120,
+        home=tmp_path,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode != 0
