@@ -80,6 +80,8 @@ _raw:
 """
 
 DEFAULTS_FILES = ("main.yml", "main.yaml")
+# Parts of a name whose value is not echoed when the name is refused.
+SECRET_WORDS = ("pass", "secret", "token", "key", "credential")
 
 
 class LookupModule(LookupBase):
@@ -129,7 +131,10 @@ class LookupModule(LookupBase):
         for name in unknown:
             near = difflib.get_close_matches(name, sorted(settings), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]}?)" if near else ""
-            problems.append(f"-e {name}={extra_vars[name]}{hint}")
+            # A misspelt secret's value must not reach the output.
+            secret = any(word in name.lower() for word in SECRET_WORDS)
+            shown = "(hidden)" if secret else extra_vars[name]
+            problems.append(f"-e {name}={shown}{hint}")
         raise AnsibleLookupError(
             f"{'; '.join(problems)}: no setting of this playbook has that name, so it would "
             "change nothing. Give a setting the playbook takes (docs/configuration.md lists "
