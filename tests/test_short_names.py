@@ -164,8 +164,8 @@ CHECK = "Check every -e against the settings this playbook takes"
 
 def check_play(playbook: str) -> dict:
     """The playbook's first play: the check of its extra vars, before any host is reached
-    (site.yml's comes with the preflight.yml it imports first)."""
-    playbook = "preflight.yml" if playbook == "site.yml" else playbook
+    (site.yml's and spark.yml's come with the preflight.yml they import first)."""
+    playbook = "preflight.yml" if playbook in ("site.yml", "spark.yml") else playbook
     play = yaml.safe_load((REPO / "playbooks" / playbook).read_text())[0]
     assert [task["name"] for task in play["tasks"]] == [CHECK], f"{playbook}: checks first"
     assert play["gather_facts"] is False, f"{playbook}: the check gathers no facts"
@@ -203,6 +203,18 @@ CHECKED = {
         "kafka_heep_mb=512",
         "-e kafka_heep_mb=512 (did you mean kafka_heap_mb?)",
     ),
+    # A misspelt secret: its value is not printed, whether its name has a secret's word ...
+    "site.yml": (
+        ["kafka_sasl_password=right-one"],
+        "kafka_sasl_pasword=wrong-one",
+        "-e kafka_sasl_pasword=(hidden) (did you mean kafka_sasl_password?)",
+    ),
+    # ... or its closest setting is marked no_log in its role's argument specs.
+    "spark.yml": (
+        ["spark_authenticate_secret=right-one"],
+        "spark_authenticate_secrt=wrong-one",
+        "-e spark_authenticate_secrt=(hidden) (did you mean spark_authenticate_secret?)",
+    ),
 }
 
 
@@ -215,6 +227,7 @@ def test_a_playbook_refuses_an_extra_var_it_has_no_setting_for(tmp_path, playboo
     rc, output = run_check(tmp_path, playbook, *given, "-e", misspelt)
     assert rc != 0
     assert said in output and "no setting of this playbook has that name" in output, output
+    assert "wrong-one" not in output, output
     assert "wrong-one" not in output, output
 
 

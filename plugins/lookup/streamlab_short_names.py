@@ -128,11 +128,13 @@ class LookupModule(LookupBase):
         if not unknown:
             return
         problems = []
+        secrets = self._secret_settings(variables)
         for name in unknown:
             near = difflib.get_close_matches(name, sorted(settings), n=1, cutoff=0.6)
             hint = f" (did you mean {near[0]}?)" if near else ""
-            # A misspelt secret's value must not reach the output.
-            secret = any(word in name.lower() for word in SECRET_WORDS)
+            # A misspelt secret's value must not reach the output: a name that looks like one,
+            # or whose closest setting is one (no_log in its role's argument specs).
+            secret = any(word in name.lower() for word in SECRET_WORDS) or bool(set(near) & secrets)
             shown = "(hidden)" if secret else extra_vars[name]
             problems.append(f"-e {name}={shown}{hint}")
         raise AnsibleLookupError(
@@ -149,6 +151,18 @@ class LookupModule(LookupBase):
                 settings = self._loader.load_from_file(path) or {}
                 if isinstance(settings, Mapping):
                     found.update(str(key) for key in settings)
+        return found
+
+    def _secret_settings(self, variables: Mapping[str, t.Any]) -> set[str]:
+        """The settings that some role's meta/argument_specs.yml marks no_log."""
+        found: set[str] = set()
+        for base in self._search_paths(variables):
+            for path in glob.glob(os.path.join(base, "*", "meta", "argument_specs.y*ml")):
+                specs = (self._loader.load_from_file(path) or {}).get("argument_specs") or {}
+                for entry in specs.values():
+                    for option, spec in ((entry or {}).get("options") or {}).items():
+                        if isinstance(spec, Mapping) and spec.get("no_log"):
+                            found.add(str(option))
         return found
 
     def _search_paths(self, variables: Mapping[str, t.Any]) -> list[str]:
