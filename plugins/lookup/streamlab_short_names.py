@@ -82,6 +82,9 @@ _raw:
 DEFAULTS_FILES = ("main.yml", "main.yaml")
 # Parts of a name whose value is not echoed when the name is refused.
 SECRET_WORDS = ("pass", "secret", "token", "key", "credential")
+# difflib's similarity a setting needs to be named as the one meant: difflib's own 0.6 offers
+# `rate` for `guarantee`.
+CLOSE_ENOUGH = 0.7
 
 
 class LookupModule(LookupBase):
@@ -130,7 +133,7 @@ class LookupModule(LookupBase):
         problems = []
         secrets = self._secret_settings(variables)
         for name in unknown:
-            near = difflib.get_close_matches(name, sorted(settings), n=1, cutoff=0.6)
+            near = difflib.get_close_matches(name, sorted(settings), n=1, cutoff=CLOSE_ENOUGH)
             hint = f" (did you mean {near[0]}?)" if near else ""
             # A misspelt secret's value must not reach the output: a name that looks like one,
             # or whose closest setting is one (no_log in its role's argument specs).
