@@ -520,7 +520,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
 @pytest.mark.parametrize(
     "extravars,message",
     [
-        # The settings' own checks, on hosts that need no cluster: tests/test_experiment_input.py.
+        # The settings' own checks, on hosts that need no cluster: tests/test_bad_inputs.py.
         (
             # 40 s of messages, the fault over 30 s in: 10 s left, less than recovery_window_s.
             {"engine": "flink", "fault": "kill_taskmanager", "count": 20000, "rate": 500},
