@@ -20,6 +20,11 @@ class Clock(Protocol):
         """Return at or after deadline_ns (at once if it has passed)."""
         ...
 
+    def wall_moved_ns(self) -> int:
+        """How far the wall clock has moved against this clock since it was anchored: 0 unless
+        the wall clock was stepped or slewed meanwhile (NTP, a VM's clock set from its host)."""
+        ...
+
 
 class SystemClock:
     """Epoch time that never jumps: anchored to the wall clock once, then advanced monotonically.
@@ -33,6 +38,11 @@ class SystemClock:
 
     def now_ns(self) -> int:
         return self._epoch_ns + time.monotonic_ns() - self._mono_ns
+
+    def wall_moved_ns(self) -> int:
+        # Other hosts' timestamps (the engine's, a fault's) are wall-clock ones: comparing them
+        # with this clock's is off by this much.
+        return time.time_ns() - self.now_ns()
 
     def sleep_until(self, deadline_ns: int) -> None:
         # Plain sleep, no spinning: a spin steals the CPU Kafka's I/O thread and the brokers
@@ -48,6 +58,14 @@ class SimulatedClock:
 
     def __init__(self, start_ns: int = 1_734_258_123_000_000_000) -> None:
         self._now_ns = start_ns
+        self._wall_moved_ns = 0
+
+    def wall_moved_ns(self) -> int:
+        return self._wall_moved_ns
+
+    def step_wall(self, ns: int) -> None:
+        """Step the simulated wall clock by ns against this clock (as NTP would)."""
+        self._wall_moved_ns += ns
 
     def now_ns(self) -> int:
         return self._now_ns

@@ -245,6 +245,7 @@ class Collector:
             "error": self.error,
             "start_ms": self.started_ns // NS_PER_MS,
             "end_ms": self.clock.now_ns() // NS_PER_MS,
+            "wall_clock_moved_ms": self.clock.wall_moved_ns() / NS_PER_MS,
             "last_recv_ms": self.last_recv_ms,
             "producer_done_ms": done_ns // NS_PER_MS if done_ns is not None else None,
             "quiet_s": self.settings.quiet_s,

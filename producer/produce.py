@@ -191,7 +191,10 @@ def run_producer(
     end_ns = clock.now_ns()
     progress.close(log.sent, live_status(log, schedule, clock))
     writer.write_unresolved()
-    summary = summarize(settings, schedule, log, end_ns, stop) | {"client": client or {}}
+    summary = summarize(settings, schedule, log, end_ns, stop) | {
+        "wall_clock_moved_ms": clock.wall_moved_ns() / NS_PER_MS,
+        "client": client or {},
+    }
     write_json(summary_path(out), summary)
     writer.commit()  # last: the collector takes the final name as "the producer is done"
     return summary

@@ -322,6 +322,7 @@ def test_collector_records_everything_and_stops_once_all_acked_ids_arrived(tmp_p
     # It waited quiet_s after the last record, and not much longer.
     assert summary["last_recv_ms"] == recv_ms[-1]
     assert 5000 <= summary["end_ms"] - summary["last_recv_ms"] <= 5100
+    assert summary["wall_clock_moved_ms"] == 0.0  # the simulated wall clock was never stepped
     assert json.loads((tmp_path / "received.summary.json").read_text()) == summary
     assert not (tmp_path / "received.jsonl.part").exists()
     assert collect.exit_code(summary, StopSignals()) == collect.EXIT_COMPLETE

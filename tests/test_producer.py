@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import datetime
 from fractions import Fraction
 
@@ -316,9 +317,30 @@ def test_summary_reports_the_run_and_is_written_beside_produced_jsonl(tmp_path):
         "achieved_rate": 500.0,
         "send_lag_ms": {"p50": 0.0, "p99": 0.0, "max": 0.0},
         "stopped_by": None,
+        "wall_clock_moved_ms": 0.0,
     }
     assert summary == on_disk
     assert produce.exit_code(summary, stop) == produce.EXIT_OK
+
+
+def test_the_summary_says_how_far_the_wall_clock_moved_against_the_runs_clock(tmp_path):
+    clock = SimulatedClock()
+    clock.step_wall(6_512_300_000)  # as a VM's clock set from its host would
+    settings = ProduceSettings("sensors", 10, Fraction(100), 7)
+    out = tmp_path / "produced.jsonl"
+    summary = run_producer(
+        settings, FakeSender(clock), out, clock, quiet_progress(10), StopSignals()
+    )
+    assert summary["wall_clock_moved_ms"] == 6512.3
+
+
+def test_the_system_clock_sees_a_step_of_the_wall_clock_and_does_not_follow_it(monkeypatch):
+    clock = SystemClock()
+    before = clock.now_ns()
+    wall = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: wall() + 5 * SECOND)
+    assert 5 * SECOND - SECOND // 10 <= clock.wall_moved_ns() <= 5 * SECOND + SECOND // 10
+    assert clock.now_ns() - before < SECOND
 
 
 def test_a_stop_signal_ends_the_run_with_the_messages_sent_so_far(tmp_path):

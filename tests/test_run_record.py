@@ -333,3 +333,33 @@ def test_the_summary_says_how_long_the_run_took_around_its_producing(run_dir):
         "time: 60.0 s from the playbook's start, producing 25.0 s, around it 35.0 s (longest "
         "phases: producing 27.0 s, submit 14.0 s, drain 12.0 s)"
     ) in run_record.summary_lines(first, run_dir)
+
+
+@pytest.mark.parametrize(
+    ("producer_ms", "collector_ms", "moved"),
+    [(0.0, 0.3, False), (-0.2, 6512.3, True), (-80.0, 1.0, True), (None, 0.0, None)],
+)
+def test_a_wall_clock_that_moved_against_the_runs_clocks_is_recorded_and_shouted(
+    run_dir, producer_ms, collector_ms, moved
+):
+    for name, value in (("produced", producer_ms), ("received", collector_ms)):
+        path = run_dir / f"{name}.summary.json"
+        summary = json.loads(path.read_text())
+        if value is not None:
+            summary["wall_clock_moved_ms"] = value
+        path.write_text(json.dumps(summary))
+    lines = write(run_dir, facts())
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["wall_clock"]["moved"] is moved
+    assert record["wall_clock"]["producer_ms"] == producer_ms
+    assert record["wall_clock"]["collector_ms"] == collector_ms
+    if moved is not None:
+        assert record["wall_clock"]["largest_ms"] == max(abs(producer_ms), abs(collector_ms))
+    first = json.loads((run_dir / "first-summary.json").read_text())
+    assert first["wall_clock"] == record["wall_clock"]
+    shouted = [line for line in lines if line.startswith("WALL CLOCK MOVED")]
+    assert bool(shouted) is bool(moved), lines
+    if moved:
+        assert f"{max(abs(producer_ms), abs(collector_ms)):,.1f} ms" in shouted[0]
+    # A moved clock flags the run; it is still complete and judged.
+    assert record["status"] == "complete" and record["verdict"]["holds"] is True

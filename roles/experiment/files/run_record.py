@@ -256,6 +256,29 @@ def verdict(guarantee: str, status: str, received: Mapping[str, Any] | None) -> 
     return base | {"holds": True, "reason": f"{name} held: " + "; ".join(kept)}
 
 
+# How far the wall clock may move against the producer's and collector's clocks during a run
+# before the run's cross-clock figures are called off: the accuracy the clock offsets are held to.
+CLOCK_MOVED_LIMIT_MS = 50.0
+
+
+def wall_clock(produced: Mapping[str, Any] | None, received: Mapping[str, Any] | None) -> dict:
+    """How far the wall clock moved against the producer's and the collector's clocks while each
+    ran. Both run on a clock anchored to the wall clock once; the engine's timestamps, a fault's
+    and the phases are wall-clock ones, so comparing them with the ledger's is off by this much
+    (and latencies by the difference of the two). moved is None when either did not say."""
+    figures = {
+        "producer_ms": (produced or {}).get("wall_clock_moved_ms"),
+        "collector_ms": (received or {}).get("wall_clock_moved_ms"),
+    }
+    known = [abs(v) for v in figures.values() if isinstance(v, (int, float))]
+    moved = max(known) if len(known) == len(figures) else None
+    return figures | {
+        "largest_ms": moved,
+        "limit_ms": CLOCK_MOVED_LIMIT_MS,
+        "moved": None if moved is None else moved > CLOCK_MOVED_LIMIT_MS,
+    }
+
+
 def first_summary(
     record: Mapping[str, Any],
     produced: Mapping[str, Any] | None,
@@ -280,6 +303,7 @@ def first_summary(
         "latency_ms": received.get("latency_ms"),
         "output_rate": received.get("output_rate"),
         "overload": received.get("overload"),
+        "wall_clock": record.get("wall_clock"),
         "time": run_time(record.get("phases") or [], produced),
     }
 
@@ -359,6 +383,15 @@ def summary_lines(summary: Mapping[str, Any], result_dir: Path) -> list[str]:
             + ", ".join(f"{p['name']} {figure(p['s'])} s" for p in spent["longest"])
             + ")"
         )
+    clock = summary.get("wall_clock") or {}
+    if clock.get("moved"):
+        # Shouted like a violation: the run's cross-clock figures cannot be taken as measured.
+        lines.append(
+            f"WALL CLOCK MOVED {figure(clock['largest_ms'])} ms against the run's clocks "
+            f"(producer {figure(clock['producer_ms'])} ms, collector "
+            f"{figure(clock['collector_ms'])} ms; limit {figure(clock['limit_ms'])} ms): "
+            "latencies and the engine's, the faults' and the phases' times are off by up to that"
+        )
     overload = summary.get("overload") or {}
     if overload:
         verdict = {True: "OVERLOADED", False: "not overloaded", None: "overload unknown"}[
@@ -407,6 +440,7 @@ def build_record(
             versions[f"{facts['engine']}_{name.removesuffix('_version')}"] = str(settings[name])
     reasons = incomplete_reasons(result_dir, facts, received)
     status = "incomplete" if reasons else "complete"
+    produced = read_json(result_dir / "produced.summary.json")
     guarantee = str((facts.get("parameters") or {}).get("guarantee") or "at_least_once")
     return {
         "run_id": facts["run_id"],
@@ -437,6 +471,7 @@ def build_record(
         ),
         "producer_exit": facts.get("producer_exit"),
         "collector_exit": facts.get("collector_exit"),
+        "wall_clock": wall_clock(produced, received),
         "drain": {
             "stop_reason": (received or {}).get("stop_reason"),
             "incomplete_reason": (received or {}).get("incomplete_reason"),
