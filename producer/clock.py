@@ -21,15 +21,17 @@ class Clock(Protocol):
         ...
 
     def wall_moved_ns(self) -> int:
-        """How far the wall clock has moved against this clock since it was anchored: 0 unless
-        the wall clock was stepped or slewed meanwhile (NTP, a VM's clock set from its host)."""
+        """How far the wall clock has moved against this clock since it was anchored: 0, to
+        within a few ms, unless the wall clock was stepped meanwhile (NTP, a VM's clock set from
+        its host)."""
         ...
 
 
 class SystemClock:
     """Epoch time that never jumps: anchored to the wall clock once, then advanced monotonically.
 
-    A wall-clock step (NTP) during a run would otherwise distort pacing and latencies.
+    A wall-clock step (NTP) during a run would otherwise distort pacing and this tool's own
+    intervals; wall_moved_ns says how far the wall clock moved against it meanwhile.
     """
 
     def __init__(self) -> None:

@@ -37,7 +37,8 @@ roles ROLE` shows the same). Set a setting for the whole cluster in your invento
 default refers to another (`{{ common_data_dir }}/zookeeper`) follow it unless set themselves.
 An `-e` whose name is no setting of any role and none the playbook takes itself (a typo) is
 refused before anything changes, naming the closest setting: `experiment.yml`, `site.yml` and
-each component's playbook, `fault.yml`, `teardown.yml` and `redeploy.yml` check theirs.
+each component's playbook, `fault.yml`, `teardown.yml`, `redeploy.yml`, `health.yml`,
+`service.yml` and `analyze.yml` check theirs.
 
 A role's entry points other than `main` are what the kit's own playbooks and roles include; their
 tables list only the options `main` does not already describe.
