@@ -257,7 +257,8 @@ def verdict(guarantee: str, status: str, received: Mapping[str, Any] | None) -> 
 
 
 # How far the wall clock may move against the producer's and collector's clocks during a run
-# before the run's cross-clock figures are called off: the accuracy the clock offsets are held to.
+# before the run's cross-clock figures are called off: the bound the lab tests hold the hosts'
+# measured clock offsets to.
 CLOCK_MOVED_LIMIT_MS = 50.0
 
 
@@ -265,7 +266,7 @@ def wall_clock(produced: Mapping[str, Any] | None, received: Mapping[str, Any] |
     """How far the wall clock moved against the producer's and the collector's clocks while each
     ran. Both run on a clock anchored to the wall clock once; the engine's timestamps, a fault's
     and the phases are wall-clock ones, so comparing them with the ledger's is off by this much
-    (and latencies by the difference of the two). moved is None when either did not say."""
+    (and latencies by up to the difference of the two). moved is None when either did not say."""
     figures = {
         "producer_ms": (produced or {}).get("wall_clock_moved_ms"),
         "collector_ms": (received or {}).get("wall_clock_moved_ms"),
