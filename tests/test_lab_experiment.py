@@ -8,6 +8,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,19 +74,23 @@ WARMUP_S = 4
 DRIVER_RUNS = "/var/lib/streamlab/runs"
 
 
-def producer_started(lab: dict[str, str], run_id: str) -> str:
+def producer_started(lab: dict[str, str], run_id: str, running: Callable[[], bool]) -> str:
     """Wait until the run's producer has its start instant on the driver host (node1): it opens
     produced.jsonl.part then, once it and the collector are connected. The run's name on the
-    cluster (its run id and when it started: its topics, job and files there)."""
+    cluster (its run id and when it started: its topics, job and files there).
+
+    running() says whether the playbook still runs: one that ended first fails the wait at once,
+    so the timeout can allow for a loaded machine without a failed run costing all of it."""
     started = wait_until(
         # one argument: the test host's shell expands the pattern
         lambda: on_lab_host(
             lab["node1"], f"ls {DRIVER_RUNS}/{run_id}-*/client/produced.jsonl.part"
         ),
-        lambda done: done.returncode == 0,
+        lambda done: done.returncode == 0 or not running(),
         f"the producer of {run_id} started",
-        timeout_s=240,
+        timeout_s=600,
     )
+    assert started.returncode == 0, f"the playbook of {run_id} ended before its producer started"
     return started.stdout.strip().split("/")[-3]
 
 
@@ -139,7 +144,7 @@ def interrupted_run(converged, tmp_path) -> InterruptedRun:
         *("-e", "analyze_on=none"),
     )
     try:
-        instance = producer_started(converged, run_id)
+        instance = producer_started(converged, run_id, lambda: playbook.poll() is None)
         os.killpg(playbook.pid, signal.SIGINT)
         assert playbook.wait(timeout=60) != 0
     finally:
@@ -495,7 +500,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
     topology = ""
     try:
         # Once the producer runs (the probe has crossed the topology), Nimbus goes.
-        topology = "streamlab-" + producer_started(converged, run_id)
+        topology = "streamlab-" + producer_started(converged, run_id, playbook.is_alive)
         set_daemon("storm-nimbus", "killed", "node1", tmp_path)
         run = playbook.join(timeout_s=600)
     finally:
