@@ -235,6 +235,23 @@ class Run:
         verdict = self.overloaded
         return "yes" if verdict else "no" if verdict is False else "unknown"
 
+    @cached_property
+    def clock_moved(self) -> bool:
+        """True when run.json says the wall clock moved past its limit while the producer or the
+        collector ran (`wall_clock.moved`): its latencies and recovery times are off by up to
+        that, so it is left out of the means. Its loss and duplicates, counted by message id, are
+        not: its verdict still counts."""
+        record = read_optional_json(self.directory / RUN_RECORD)
+        clock = record.get("wall_clock") if isinstance(record, dict) else None
+        return isinstance(clock, dict) and clock.get("moved") is True
+
+    @property
+    def left_out(self) -> str | None:
+        """Why the run is left out of its group's mean (overloaded, clock moved), None if not."""
+        if self.overloaded is True:
+            return "overloaded"
+        return "clock moved" if self.clock_moved else None
+
 
 @dataclass
 class Group:
@@ -246,8 +263,9 @@ class Group:
 
     @property
     def counted(self) -> list[Run]:
-        """The runs the group's mean covers: every run but those flagged overloaded."""
-        return [run for run in self.runs if run.overloaded is not True]
+        """The runs the group's mean covers: every run but those flagged overloaded or whose
+        wall clock moved."""
+        return [run for run in self.runs if run.left_out is None]
 
     def values(self, metric: Metric) -> list[float]:
         return [v for run in self.counted if (v := run.value(metric)) is not None]
@@ -276,7 +294,7 @@ class Group:
         return points
 
     def held_text(self) -> str:
-        """How many of the group's runs (overloaded ones included) held their guarantee."""
+        """How many of the group's runs (left-out ones included) held their guarantee."""
         judged = [run.holds for run in self.runs if run.holds is not None]
         if not judged:
             return "–"
@@ -440,7 +458,10 @@ def markdown_table(groups: Sequence[Group]) -> str:
         "collector's verdict on the backlog between the warm-up and the first fault "
         "(docs/metrics.md): a run flagged `yes` measured a queue, not the engine, and is left "
         "out of its group's mean; `unknown` (counted in the mean) means too few lag samples in "
-        "that window, or samples that scatter too much around the backlog's slope, to tell.",
+        "that window, or samples that scatter too much around the backlog's slope, to tell. A "
+        "run marked `clock moved` had its wall clock moved past run.json's `wall_clock` limit "
+        "while it ran: its latencies and recovery were measured across that step, so it is left "
+        "out of the mean too; its verdict, counted by message id, still counts.",
         "",
         "| group | run | overloaded | verdict | "
         + " | ".join(m.label for m in metrics)
@@ -452,8 +473,9 @@ def markdown_table(groups: Sequence[Group]) -> str:
             cells = [_format(metric, run.value(metric)) for metric in metrics]
             cells.append(_recovery_cell(run))
             cells += _steady_cells(run.value)
+            moved = " (clock moved)" if run.clock_moved else ""
             lines.append(
-                f"| {group.label} | {run.run_id} | {run.overload_text()} | "
+                f"| {group.label} | {run.run_id}{moved} | {run.overload_text()} | "
                 f"{run.verdict_text()} | " + " | ".join(cells) + " |"
             )
         cells = []
@@ -465,9 +487,11 @@ def markdown_table(groups: Sequence[Group]) -> str:
             cells.append(text)
         cells.append(_group_recovery_cell(group))
         cells += _steady_cells(group.mean)
-        left_out = len(group.runs) - len(group.counted)
+        overloaded = sum(run.left_out == "overloaded" for run in group.runs)
+        moved = sum(run.left_out == "clock moved" for run in group.runs)
         unknown = sum(run.overloaded is None for run in group.counted)
-        note = f", {left_out} overloaded left out" if left_out else ""
+        note = f", {overloaded} overloaded left out" if overloaded else ""
+        note += f", {moved} with the clock moved left out" if moved else ""
         note += f", {unknown} with overload unknown counted" if unknown else ""
         lines.append(
             f"| **{group.label}** | **mean (n={len(group.counted)}{note})** | | "
@@ -484,6 +508,7 @@ def csv_table(groups: Sequence[Group]) -> str:
     writer.writerow(
         [
             *("group", "engine", "fault", *parameters, "kind", "run_id", "n", "overloaded"),
+            "clock_moved",
             "verdict",
             *(m.key for m in METRICS),
         ]
@@ -500,7 +525,7 @@ def csv_table(groups: Sequence[Group]) -> str:
             writer.writerow(
                 [
                     *head,
-                    *("run", run.run_id, 1, verdict, held),
+                    *("run", run.run_id, 1, verdict, str(run.clock_moved).lower(), held),
                     *("" if v is None else v for v in values),
                 ]
             )
@@ -510,7 +535,7 @@ def csv_table(groups: Sequence[Group]) -> str:
             writer.writerow(
                 [
                     *head,
-                    *(kind, "", len(group.counted), "", "" if held == "–" else held),
+                    *(kind, "", len(group.counted), "", "", "" if held == "–" else held),
                     *("" if v is None else v for v in values),
                 ]
             )
@@ -653,16 +678,19 @@ def draw(groups: Sequence[Group], directory: Path) -> dict[str, bool]:
 
 def plots_section(groups: Sequence[Group], drawn: dict[str, bool]) -> str:
     """The comparison's Plots section: the plots drawn, then the ones not drawn and why (a
-    plot shows only the runs counted in a mean, so a study whose runs were all flagged
-    overloaded has none)."""
+    plot shows only the runs counted in a mean, so a study whose runs were all left out of the
+    means has none)."""
     not_drawn = [name for name, made in drawn.items() if not made]
     lines = [f"![{name}]({PLOTS_DIR}/{name})\n" for name, made in drawn.items() if made]
     if not_drawn:
         runs = [run for group in groups for run in group.runs]
-        overloaded = sum(run.overloaded is True for run in runs)
+        overloaded = sum(run.left_out == "overloaded" for run in runs)
+        moved = sum(run.left_out == "clock moved" for run in runs)
         why = "no run counted in a mean has a value for them"
         if overloaded:
             why += f" ({overloaded} of {len(runs)} runs flagged overloaded and left out)"
+        if moved:
+            why += f" ({moved} of {len(runs)} runs with the clock moved and left out)"
         lines.append(f"Not drawn, as {why}: {', '.join(not_drawn)}.\n")
     return "\n## Plots\n\n" + "\n".join(lines) + "\n"
 

@@ -391,6 +391,32 @@ def test_compare_flags_overloaded_runs_and_leaves_them_out_of_the_mean(tmp_path)
     assert "![latency_percentiles.png](plots/latency_percentiles.png)" in table
 
 
+def test_compare_leaves_a_run_whose_wall_clock_moved_out_of_the_mean_not_out_of_held(tmp_path):
+    runs = [
+        fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0),
+        fake_summary(tmp_path, "f5-b", "flink", 5, 0.03, 300, 6.0),
+        fake_summary(tmp_path, "f5-c", "flink", 5, 0.05, 900, 8.0),
+    ]
+    for run, moved in zip(runs, (False, True, None), strict=True):
+        clock = {"largest_ms": 6500.0 if moved else 0.1, "limit_ms": 50.0, "moved": moved}
+        (run / "run.json").write_text(json.dumps({"wall_clock": clock}))
+        summary = json.loads((run / "summary.json").read_text())
+        summary["verdict"] = {"guarantee": "at_least_once", "holds": True, "lost": 0}
+        (run / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "cmp"
+    (group,) = compare.compare(runs, out)
+    assert [r.clock_moved for r in group.runs] == [False, True, False]
+    assert [r.run_id for r in group.counted] == ["f5-a", "f5-c"]
+    assert group.mean(compare._metric("latency_p99_ms")) == 500.0
+    assert group.held_text() == "3 of 3 held"
+    table = (out / "comparison.md").read_text()
+    assert "| f5-b (clock moved) | unknown |" in table and "| f5-a | unknown |" in table
+    assert "mean (n=2, 1 with the clock moved left out, 2 with overload unknown counted)" in table
+    rows = list(csv.DictReader((out / "comparison.csv").open()))
+    assert [r["clock_moved"] for r in rows if r["kind"] == "run"] == ["false", "true", "false"]
+    assert next(r for r in rows if r["kind"] == "mean")["n"] == "2"
+
+
 def test_compare_draws_no_plot_of_overloaded_runs_and_says_why(tmp_path):
     runs = [
         fake_summary(tmp_path, "f5-a", "flink", 5, 0.01, 100, 4.0),

@@ -130,7 +130,7 @@ def _print_comparison(comparison_csv: Path) -> None:
     from analysis.study.report import comparison_table
 
     if comparison_csv.is_file():
-        print("Mean over each group's complete runs (overloaded runs left out):")
+        print("Mean over each group's complete runs (overloaded and clock-moved runs left out):")
         print(comparison_table(comparison_csv))
 
 

@@ -62,7 +62,7 @@ def _recovery(row: dict[str, str]) -> str:
 
 
 def comparison_rows(comparison_csv: Path) -> list[tuple[str, ...]]:
-    """One row per group (its mean; overloaded runs are already left out of it by compare),
+    """One row per group (its mean; compare has left overloaded and clock-moved runs out of it),
     in TABLE_COLUMNS order, for the terminal after the study."""
     with comparison_csv.open(encoding="utf-8", newline="") as handle:
         means = [row for row in csv.DictReader(handle) if row.get("kind") == "mean"]
