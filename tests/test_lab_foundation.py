@@ -143,6 +143,35 @@ def test_kafka_lists_every_broker_and_round_trips_1000_messages(converged):
     assert sorted(received) == list(range(1000))
 
 
+def test_the_kafka_commands_users_reach_for_work_on_a_kafka_host(converged):
+    """kafka-topics.sh, kafka-console-producer.sh, kafka-console-consumer.sh and
+    kafka-consumer-groups.sh on node2, given no broker and no client configuration: they find
+    the cluster and connect as the kit's clients do (SASL_SSL on the test hosts)."""
+    bin_dir = "/opt/streamlab/bin"
+    topic = f"tools-{uuid.uuid4().hex[:8]}"
+    group = f"tools-group-{uuid.uuid4().hex[:8]}"
+    node2 = converged["node2"]
+    made = on_lab_host(
+        node2, f"{bin_dir}/kafka-topics.sh", "--create", "--topic", topic, "--partitions", "1"
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    listed = on_lab_host(node2, f"{bin_dir}/kafka-topics.sh", "--list")
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    sent = on_lab_host(
+        node2, f"echo tools-message | {bin_dir}/kafka-console-producer.sh --topic {topic}"
+    )
+    assert sent.returncode == 0, sent.stderr
+    read = on_lab_host(
+        node2,
+        f"{bin_dir}/kafka-console-consumer.sh",
+        *("--topic", topic, "--group", group, "--from-beginning", "--max-messages", "1"),
+        *("--timeout-ms", "30000"),
+    )
+    assert read.returncode == 0 and read.stdout.split() == ["tools-message"], read.stderr
+    groups = on_lab_host(node2, f"{bin_dir}/kafka-consumer-groups.sh", "--list")
+    assert groups.returncode == 0 and group in groups.stdout.split(), groups.stderr
+
+
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_service_layer_stops_and_starts_one_broker(converged, tmp_path, how):
     addresses = list(converged.values())
@@ -195,3 +224,21 @@ def test_bad_input_stops_before_any_change(converged, tmp_path, name, change, ex
     assert run.rc != 0, f"{name}: the play went through"
     assert message in " ".join(run.output.split()), run.output[-3000:]
     assert run.changed_nothing_on(converged), run.changed
+
+
+def test_a_host_whose_key_is_not_known_is_not_reached(converged, tmp_path):
+    """The tests' playbooks check host keys as a user's do: with a known hosts file that lacks
+    the lab's keys, node1 is unreachable and nothing runs there."""
+    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    variables = inventory["all"]["vars"]
+    variables["ansible_ssh_common_args"] = (
+        f"-o UserKnownHostsFile={empty} -o StrictHostKeyChecking=yes"
+    )
+    path = tmp_path / "unknown" / "hosts.yml"
+    shutil.copytree(LAB_INVENTORY.parent / "group_vars", path.parent / "group_vars")
+    path.write_text(yaml.safe_dump(inventory))
+    run = run_playbook("health.yml", path, limit="node1", tmp_path=tmp_path)
+    assert run.rc != 0 and run.failed_hosts == {"node1"}, run.output[-3000:]
+    assert "host key" in run.output.lower(), run.output[-3000:]

@@ -179,12 +179,17 @@ INVENTORY_GROUPS = [
 ]
 
 
-def component_templates() -> list[dict[str, str]]:
-    return [
-        {"role": role, "file": template.name.removesuffix(".j2")}
-        for role in COMPONENTS
-        for template in sorted((ROLES / role / "templates").glob("*.j2"))
-    ]
+def component_templates() -> list[dict]:
+    """Each component template, with the variables its task gives it (vars): Kafka's command
+    wrapper is rendered once per command of _kafka_tools, here as its first."""
+    kafka_vars = yaml.safe_load((ROLES / "kafka" / "vars" / "main" / "main.yml").read_text())
+    given = {"kafka/kafka-tool.sh": {"tool": kafka_vars["_kafka_tools"][0]}}
+    found = []
+    for role in COMPONENTS:
+        for template in sorted((ROLES / role / "templates").glob("*.j2")):
+            name = template.name.removesuffix(".j2")
+            found.append({"role": role, "file": name, "vars": given.get(f"{role}/{name}", {})})
+    return found
 
 
 def walk_tasks(tasks: list[dict]) -> list[dict]:
@@ -715,6 +720,24 @@ def check_storm_probe(path: Path, java_home: str) -> None:
     assert f"/storm-probe/{version}-{digest.hexdigest()[:12]}:" in text
 
 
+def check_kafka_tool(path: Path, java_home: str) -> None:
+    """kafka-topics.sh: the release's class on the tools' own classpath, with the cluster's
+    brokers and the kit's client configuration unless the caller gives them."""
+    text = path.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    syntax = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, check=False)
+    assert syntax.returncode == 0, syntax.stderr
+    assert f"exec {java_home}/bin/java " in text
+    assert f"-cp '{INSTALL}/kafka/tools-libs/*' org.apache.kafka.tools.TopicCommand" in text
+    assert f"--bootstrap-server {ADDRESS}:9092 " in text
+    assert "--command-config /etc/streamlab/kafka-client.properties " in text
+
+
+def check_kafka_tools_log4j2(path: Path, java_home: str) -> None:
+    text = path.read_text()
+    assert "appender.stderr.target = SYSTEM_ERR" in text and "rootLogger.level = WARN" in text
+
+
 def check_spark_defaults(path: Path, java_home: str) -> None:
     props = java_properties(path, separator=" ")
     assert props["spark.master"] == f"spark://{ADDRESS}:7077"
@@ -727,6 +750,8 @@ CONFIG_CHECKS = {
     "kafka/server.properties": check_server_properties,
     "kafka/log4j2.properties": check_log4j2_properties,
     "kafka/kafka-client.properties": check_kafka_client_properties,
+    "kafka/kafka-tool.sh": check_kafka_tool,
+    "kafka/tools-log4j2.properties": check_kafka_tools_log4j2,
     "flink/config.yaml": check_flink_config,
     "storm/storm.yaml": check_storm_yaml,
     "storm/storm-probe.sh": check_storm_probe,

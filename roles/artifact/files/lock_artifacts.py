@@ -143,13 +143,28 @@ COMPONENTS: dict[str, dict] = {
     "kafka": {
         "role": "kafka",
         "maven": {
-            # kafka_2.13 carries kafka.Kafka and kafka.tools.StorageTool. Kafka 4.1 logs through
-            # SLF4J 1.7, so the binding is log4j-slf4j-impl, as in the release tarball.
-            "roots": [
-                "org.apache.kafka:kafka_2.13:{v}",
-                "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
-            ],
-            "dest": "libs",
+            "sets": [
+                # kafka_2.13 carries kafka.Kafka and kafka.tools.StorageTool. Kafka 4.1 logs
+                # through SLF4J 1.7, so the binding is log4j-slf4j-impl, as in the release tarball.
+                {
+                    "roots": [
+                        "org.apache.kafka:kafka_2.13:{v}",
+                        "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
+                    ],
+                    "dest": "libs",
+                },
+                # The commands users reach for (kafka-topics.sh and the like) from a directory of
+                # their own, so the broker's classpath stays the one measured. Without Connect's
+                # runtime (a web server), which none of the commands the kit installs needs.
+                {
+                    "roots": [
+                        "org.apache.kafka:kafka-tools:{v}",
+                        "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3",
+                    ],
+                    "exclude": ["org.apache.kafka:connect-runtime"],
+                    "dest": "tools-libs",
+                },
+            ]
         },
         "apache": {"path": "kafka/{v}/kafka_2.13-{v}.tgz", "home": "kafka_2.13-{v}"},
     },
