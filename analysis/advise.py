@@ -678,6 +678,12 @@ def _measured_intervals(
                 "overloaded before its first fault"
             )
             continue
+        if summary.clock_moved is True:  # as in the comparison: its latencies crossed a step
+            notes.append(
+                f"{run['run_id']} left out of the measured intervals: its wall clock moved "
+                "(run.json wall_clock.moved)"
+            )
+            continue
         if engine.dig(summary.summary, "steady_state", "reached") is False:
             notes.append(
                 f"{run['run_id']}: never reached a steady state (steady_state.reached false), "

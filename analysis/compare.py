@@ -236,21 +236,22 @@ class Run:
         return "yes" if verdict else "no" if verdict is False else "unknown"
 
     @cached_property
-    def clock_moved(self) -> bool:
-        """True when run.json says the wall clock moved past its limit while the producer or the
-        collector ran (`wall_clock.moved`): its latencies and recovery times are off by up to
-        that, so it is left out of the means. Its loss and duplicates, counted by message id, are
-        not: its verdict still counts."""
+    def clock_moved(self) -> bool | None:
+        """Whether run.json says the wall clock moved past its limit while the producer or the
+        collector ran (`wall_clock.moved`); None when it cannot say. A moved run's latencies and
+        recovery times are off by up to that, so the run leaves every mean, as an overloaded
+        one does; its verdict, counted by message id, still counts."""
         record = read_optional_json(self.directory / RUN_RECORD)
         clock = record.get("wall_clock") if isinstance(record, dict) else None
-        return isinstance(clock, dict) and clock.get("moved") is True
+        moved = clock.get("moved") if isinstance(clock, dict) else None
+        return moved if isinstance(moved, bool) else None
 
     @property
     def left_out(self) -> str | None:
         """Why the run is left out of its group's mean (overloaded, clock moved), None if not."""
         if self.overloaded is True:
             return "overloaded"
-        return "clock moved" if self.clock_moved else None
+        return "clock moved" if self.clock_moved is True else None
 
 
 @dataclass
@@ -473,7 +474,7 @@ def markdown_table(groups: Sequence[Group]) -> str:
             cells = [_format(metric, run.value(metric)) for metric in metrics]
             cells.append(_recovery_cell(run))
             cells += _steady_cells(run.value)
-            moved = " (clock moved)" if run.clock_moved else ""
+            moved = " (clock moved)" if run.clock_moved is True else ""
             lines.append(
                 f"| {group.label} | {run.run_id}{moved} | {run.overload_text()} | "
                 f"{run.verdict_text()} | " + " | ".join(cells) + " |"
@@ -498,6 +499,11 @@ def markdown_table(groups: Sequence[Group]) -> str:
             f"{group.held_text()} | " + " | ".join(cells) + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _flag(value: bool | None) -> str:
+    """true, false, or empty when unknown (a CSV cell)."""
+    return "" if value is None else str(value).lower()
 
 
 def csv_table(groups: Sequence[Group]) -> str:
@@ -525,7 +531,7 @@ def csv_table(groups: Sequence[Group]) -> str:
             writer.writerow(
                 [
                     *head,
-                    *("run", run.run_id, 1, verdict, str(run.clock_moved).lower(), held),
+                    *("run", run.run_id, 1, verdict, _flag(run.clock_moved), held),
                     *("" if v is None else v for v in values),
                 ]
             )
