@@ -656,6 +656,13 @@ def _headline(
     )
 
 
+# Why compare.Run.left_out leaves a run out, as the advice's notes say it.
+LEFT_OUT_WHY = {
+    "overloaded": "the collector found it overloaded before its first fault",
+    "clock moved": "its wall clock moved (run.json wall_clock.moved)",
+}
+
+
 def _measured_intervals(
     flink_runs: Sequence[tuple[Path, dict[str, Any]]],
     costs: dict[str, CheckpointCost],
@@ -672,16 +679,12 @@ def _measured_intervals(
             )
             continue
         (summary,) = compare.load_runs([run_dir])
-        if summary.overloaded:  # as in the comparison: it measured a queue, not the interval
+        # As in the comparison: an overloaded run measured a queue, not the interval, and a
+        # moved clock's latencies crossed a step.
+        if summary.left_out is not None:
             notes.append(
-                f"{run['run_id']} left out of the measured intervals: the collector found it "
-                "overloaded before its first fault"
-            )
-            continue
-        if summary.clock_moved is True:  # as in the comparison: its latencies crossed a step
-            notes.append(
-                f"{run['run_id']} left out of the measured intervals: its wall clock moved "
-                "(run.json wall_clock.moved)"
+                f"{run['run_id']} left out of the measured intervals: "
+                + LEFT_OUT_WHY[summary.left_out]
             )
             continue
         if engine.dig(summary.summary, "steady_state", "reached") is False:

@@ -217,11 +217,16 @@ class Run:
         return verdict if isinstance(verdict, dict) else {}
 
     @cached_property
+    def record(self) -> dict[str, Any]:
+        """run.json, {} when it is missing or not an object; read once per run."""
+        data = read_optional_json(self.directory / RUN_RECORD)
+        return data if isinstance(data, dict) else {}
+
+    @cached_property
     def tls_internal(self) -> bool:
         """Flink's internal TLS as the JobManager reported it (run.json settings.tls_internal);
         False for Storm, whose worker traffic has none, and where run.json does not say."""
-        record = read_optional_json(self.directory / RUN_RECORD)
-        settings = record.get("settings") if isinstance(record, dict) else None
+        settings = self.record.get("settings")
         return isinstance(settings, dict) and settings.get("tls_internal") is True
 
     @property
@@ -235,14 +240,13 @@ class Run:
         verdict = self.overloaded
         return "yes" if verdict else "no" if verdict is False else "unknown"
 
-    @cached_property
+    @property
     def clock_moved(self) -> bool | None:
         """Whether run.json says the wall clock moved past its limit while the producer or the
         collector ran (`wall_clock.moved`); None when it cannot say. A moved run's latencies and
         recovery times are off by up to that, so the run leaves every mean, as an overloaded
         one does; its verdict, counted by message id, still counts."""
-        record = read_optional_json(self.directory / RUN_RECORD)
-        clock = record.get("wall_clock") if isinstance(record, dict) else None
+        clock = self.record.get("wall_clock")
         moved = clock.get("moved") if isinstance(clock, dict) else None
         return moved if isinstance(moved, bool) else None
 
