@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -510,6 +511,18 @@ LAB_KAFKA_CLIENT_CONFIG = "/etc/streamlab/kafka-client.properties"
 def lab_group_vars() -> dict:
     """inventory/lab/group_vars/all.yml, read once per process."""
     return yaml.safe_load(LAB_GROUP_VARS.read_text())
+
+
+def lab_inventory_copy(directory: Path, change: Callable[[dict], object]) -> Path:
+    """A copy of the lab inventory in directory, altered by change(data), with the lab's
+    group_vars beside it (Kafka's SASL_SSL, Flink's TLS: without them a playbook would ask both
+    with the roles' defaults and find neither answering). Its hosts.yml."""
+    shutil.copytree(LAB_INVENTORY.parent / "group_vars", directory / "group_vars")
+    data = yaml.safe_load(LAB_INVENTORY.read_text())
+    change(data)
+    path = directory / "hosts.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def lab_pki(component: str) -> Path:

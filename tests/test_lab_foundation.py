@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import uuid
 from pathlib import Path
 
 import pytest
-import yaml
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
 from conftest import (
-    LAB_INVENTORY,
     SECOND_SITE_RUN,
     daemon_down,
+    lab_inventory_copy,
     lab_kafka_settings,
     on_lab_host,
     run_playbook,
@@ -182,13 +180,8 @@ def test_service_layer_stops_and_starts_one_broker(converged, tmp_path, how):
 
 
 def bad_inventory(tmp_path: Path, change) -> Path:
-    """A copy of the lab inventory (with its group_vars) altered by change(data)."""
-    target = tmp_path / "inventory"
-    shutil.copytree(LAB_INVENTORY.parent / "group_vars", target / "group_vars")
-    data = yaml.safe_load(LAB_INVENTORY.read_text())
-    change(data["all"]["children"])
-    (target / "hosts.yml").write_text(yaml.safe_dump(data))
-    return target
+    """A copy of the lab inventory (with its group_vars) whose groups change(groups) altered."""
+    return lab_inventory_copy(tmp_path / "inventory", lambda data: change(data["all"]["children"]))
 
 
 # On the test hosts: site.yml stops before any change, for a rule on the inventory's groups and
@@ -229,17 +222,14 @@ def test_bad_input_stops_before_any_change(converged, tmp_path, name, change, ex
 def test_a_host_whose_key_is_not_known_is_not_reached(converged, tmp_path):
     """The tests' playbooks check host keys as a user's do: with a known hosts file that lacks
     the lab's keys, node1 is unreachable and nothing runs there."""
-    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    variables = inventory["all"]["vars"]
     # ControlPath=none: a master connection an earlier run left open would skip the check.
-    variables["ansible_ssh_common_args"] = (
-        f"-o UserKnownHostsFile={empty} -o StrictHostKeyChecking=yes -o ControlPath=none"
+    args = f"-o UserKnownHostsFile={empty} -o StrictHostKeyChecking=yes -o ControlPath=none"
+    inventory = lab_inventory_copy(
+        tmp_path / "unknown",
+        lambda data: data["all"]["vars"].update(ansible_ssh_common_args=args),
     )
-    path = tmp_path / "unknown" / "hosts.yml"
-    shutil.copytree(LAB_INVENTORY.parent / "group_vars", path.parent / "group_vars")
-    path.write_text(yaml.safe_dump(inventory))
-    run = run_playbook("health.yml", path, limit="node1", tmp_path=tmp_path)
+    run = run_playbook("health.yml", inventory, limit="node1", tmp_path=tmp_path)
     assert run.rc != 0 and run.failed_hosts == {"node1"}, run.output[-3000:]
     assert "host key" in run.output.lower(), run.output[-3000:]

@@ -6,7 +6,6 @@ Runs last (file order): it stops the whole lab, and ends with redeploy bringing 
 from __future__ import annotations
 
 import re
-import shutil
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from conftest import (
     control_node_reaches_only_ssh,
     flink_cli_run,
     flink_rest,
+    lab_inventory_copy,
     lab_kafka_settings,
     on_lab_host,
     run_playbook,
@@ -150,13 +150,10 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     assert "kafka" in running_daemons(lab["node2"])
 
     # node3 cannot be reached: the others are cleaned, node3 is named and the run fails.
-    inventory = yaml.safe_load(LAB_INVENTORY.read_text())
-    inventory["all"]["hosts"]["node3"]["ansible_host"] = "10.77.0.250"
-    partial_inventory = tmp_path / "partial" / "hosts.yml"
-    # With the lab's group_vars beside it (Kafka's SASL_SSL, Flink's TLS): without them the
-    # teardown would ask both with the roles' defaults and find neither answering.
-    shutil.copytree(LAB_INVENTORY.parent / "group_vars", partial_inventory.parent / "group_vars")
-    partial_inventory.write_text(yaml.safe_dump(inventory))
+    partial_inventory = lab_inventory_copy(
+        tmp_path / "partial",
+        lambda data: data["all"]["hosts"]["node3"].update(ansible_host="10.77.0.250"),
+    )
     with control_node_reaches_only_ssh(lab):
         partial = run_playbook(
             "teardown.yml", partial_inventory, extravars={"confirm": "yes"}, tmp_path=tmp_path

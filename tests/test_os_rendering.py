@@ -706,12 +706,18 @@ def check_storm_yaml(path: Path, java_home: str) -> None:
     assert "%HEAP-MEM%" in config["worker.childopts"]
 
 
-def check_storm_probe(path: Path, java_home: str) -> None:
+def java_shell_script(path: Path, java_home: str) -> str:
+    """A /bin/sh script that sh parses and that execs the OS family's java; its text."""
     text = path.read_text()
     assert text.startswith("#!/bin/sh\n")
     syntax = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
     assert f"exec {java_home}/bin/java " in text
+    return text
+
+
+def check_storm_probe(path: Path, java_home: str) -> None:
+    text = java_shell_script(path, java_home)
     # The probe's directory is named after a hash of the role's StormProbe.java (as the file
     # lookup reads it: without trailing white space).
     version = defaults("storm")["storm_version"]
@@ -723,11 +729,7 @@ def check_storm_probe(path: Path, java_home: str) -> None:
 def check_kafka_tool(path: Path, java_home: str) -> None:
     """kafka-topics.sh: the release's class on the tools' own classpath, with the cluster's
     brokers and the kit's client configuration unless the caller gives them."""
-    text = path.read_text()
-    assert text.startswith("#!/bin/sh\n")
-    syntax = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True, check=False)
-    assert syntax.returncode == 0, syntax.stderr
-    assert f"exec {java_home}/bin/java " in text
+    text = java_shell_script(path, java_home)
     assert f"-cp '{INSTALL}/kafka/tools-libs/*' org.apache.kafka.tools.TopicCommand" in text
     assert f"--bootstrap-server {ADDRESS}:9092 " in text
     assert "--command-config /etc/streamlab/kafka-client.properties " in text
