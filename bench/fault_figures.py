@@ -19,6 +19,9 @@ and per setting as mean (min-max) over the repetitions:
 - overloaded before the fault: the kit's overload flag over the lag samples from the steady
   start to the fault. An overloaded run is flagged in its row and left out of its setting's
   figures (it measured a queue, not the engine); an unknown one is counted and said so.
+- wall clock moved: run.json `wall_clock.moved`. Such a run is flagged in its row and left out
+  of its setting's figures as well (its engine and fault times cannot be set against the
+  ledger's), as `compare` leaves it out of its means; its verdict and loss still count.
 
 Beside them: the figures set beside the reference study's; the share of the machine's CPU each
 kind of process took before the fault and during the outage (bench/process_cpu.py, sampled
@@ -94,6 +97,14 @@ class FaultRun:
     # start to the fault, and from the fault until the engine was whole again; {} unsampled.
     cpu_before: dict[str, float] = field(default_factory=dict)
     cpu_outage: dict[str, float] = field(default_factory=dict)
+    # run.json `wall_clock.moved`: None when run.json cannot say.
+    clock_moved: bool | None = None
+
+    @property
+    def counted(self) -> bool:
+        """Whether the run's figures go into its setting's: neither overloaded before the fault
+        nor with a wall clock that moved."""
+        return self.overloaded is not True and self.clock_moved is not True
 
     @property
     def duplicate_share(self) -> float:
@@ -166,6 +177,8 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
     if not samples and cpu_file is not None:
         samples = process_cpu.read_samples(cpu_file)
     whole = figures.get("engine_whole_s")
+    clock = record.get("wall_clock")
+    moved = clock.get("moved") if isinstance(clock, dict) else None
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -195,6 +208,7 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
         cpu_outage=process_cpu.shares(samples, int(start), start + int(1000 * whole))
         if whole is not None
         else {},
+        clock_moved=moved if isinstance(moved, bool) else None,
     )
 
 
@@ -212,7 +226,7 @@ def run_line(run: FaultRun) -> str:
         f"{run.engine} {run.run_id} on {run.target}: {run.status}, verdict {run.holds}, lost "
         f"{run.lost}, duplicates {run.duplicate_records} ({run.duplicate_share:.2f} %); "
         f"{timeline}; replayed {run.replayed_s} s, failure cost {run.failure_cost_ms} ms, "
-        f"overloaded before the fault {run.overloaded}{wall}"
+        f"overloaded before the fault {run.overloaded}, wall clock moved {run.clock_moved}{wall}"
     )
 
 
@@ -251,6 +265,7 @@ RUN_COLUMNS = [
     "p99 after ms",
     "steady before the fault",
     "overloaded before the fault",
+    "wall clock moved",
 ]
 
 
@@ -273,6 +288,7 @@ def run_row(run: FaultRun, knob: str) -> list[Any]:
         run.after_p99,
         run.steady_reached,
         {True: "yes", False: "no", None: "unknown"}[run.overloaded],
+        {True: "yes", False: "no", None: "unknown"}[run.clock_moved],
     ]
 
 
@@ -294,7 +310,7 @@ GROUP_COLUMNS = [
 
 
 def group_row(engine: str, fault: str, knob: str, setting: int, runs: list[FaultRun]) -> list[Any]:
-    counted = [r for r in runs if r.overloaded is not True]
+    counted = [r for r in runs if r.counted]
     unknown = sum(r.overloaded is None for r in counted)
     label = f"{len(runs)} ({len(counted)}" + (f", {unknown} overload unknown" if unknown else "")
     return [
@@ -362,7 +378,8 @@ def result_file(
                     f"{args.fault_at_s} s for {args.duration_s} s and {args.window} s of "
                     f"producing after it (recovery_window_s), {args.reps} repetitions. "
                     "Seconds from the fault's start on the driver clock, mean (min-max) over "
-                    "the runs not flagged overloaded before the fault."
+                    "the runs neither flagged overloaded before the fault nor with a wall clock "
+                    "that moved."
                 ),
                 "columns": GROUP_COLUMNS,
                 "rows": [group_row(*row) for row in table],
@@ -410,9 +427,9 @@ def _per_setting(
     every_run: bool = False,
 ) -> str:
     """One cell: the figure of each of the engine's settings, over its counted runs (every run
-    for every_run: loss counts in overloaded runs too)."""
+    for every_run: loss counts in overloaded and clock-moved runs too)."""
     parts = [
-        f"{setting} s: {figure([r for r in runs if every_run or r.overloaded is not True])}"
+        f"{setting} s: {figure([r for r in runs if every_run or r.counted])}"
         for name, _, _, setting, runs in table
         if name == engine
     ]
@@ -456,7 +473,8 @@ def reference_part(
             "The reference study's figures as published (both engines at-least-once, "
             f"{REFERENCE_COUNT:,} messages per run, one failure) beside this bench's, per "
             "setting (Flink's checkpoint interval, Storm's message timeout), over the runs not "
-            "flagged overloaded before the fault (loss over every run): mean (min-max), ranges "
+            "flagged overloaded before the fault nor with a wall clock that moved (loss over "
+            "every run): mean (min-max), ranges "
             "as min to max. A "
             "duplicate share depends on the run's length; the second duplicates row divides "
             f"each run's duplicate records by {REFERENCE_COUNT:,}, which matches the "
