@@ -744,6 +744,14 @@ def check_spark_defaults(path: Path, java_home: str) -> None:
     props = java_properties(path, separator=" ")
     assert props["spark.master"] == f"spark://{ADDRESS}:7077"
     assert props["spark.local.dir"] == f"{DATA}/spark/local"
+    # Authentication is on by default, with a secret generated on the control node beside the
+    # inventory (out/spark/spark-defaults.conf is rendered in the directory of hosts.yml).
+    secret = path.parents[2] / ".secrets" / "spark-authenticate-secret"
+    assert props["spark.authenticate"] == "true"
+    assert props["spark.authenticate.secret"] == secret.read_text().strip()
+    assert len(props["spark.authenticate.secret"]) == 32
+    assert oct(secret.stat().st_mode & 0o777) == "0o600"
+    assert oct(secret.parent.stat().st_mode & 0o777) == "0o700"
 
 
 CONFIG_CHECKS = {
