@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -478,6 +479,15 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         assert hosts == {converged["node2"], converged["node3"]}
         assert topology["spout_acked"] > 0
         assert storm_probe(converged, "cluster")["topologies"] == []
+        # What Nimbus hands anyone who asks for the topology: its spouts and bolts carry no secret
+        # of the Kafka client configuration, only where the workers read it.
+        code = json.loads((out / "engine" / "storm-topology-code.json").read_text())["components"]
+        serialized = {name: base64.b64decode(text) for name, text in code.items()}
+        assert len(serialized) >= 3 and all(serialized.values()), sorted(code)
+        assert not [n for n, data in serialized.items() if any(s.encode() in data for s in secrets)]
+        if sasl:
+            reference = f"${{streamlabfile:{LAB_KAFKA_CLIENT_CONFIG}:sasl.jaas.config}}".encode()
+            assert any(reference in data for data in serialized.values()), sorted(code)
 
 
 def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(converged, tmp_path):

@@ -28,10 +28,12 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.TreeMap;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.storm.generated.BoltStats;
+import org.apache.storm.generated.ComponentObject;
 import org.apache.storm.generated.ClusterSummary;
 import org.apache.storm.generated.ExecutorSpecificStats;
 import org.apache.storm.generated.ExecutorSummary;
@@ -40,6 +42,7 @@ import org.apache.storm.generated.Nimbus;
 import org.apache.storm.generated.NimbusSummary;
 import org.apache.storm.generated.NotAliveException;
 import org.apache.storm.generated.SpoutStats;
+import org.apache.storm.generated.StormTopology;
 import org.apache.storm.generated.SupervisorSummary;
 import org.apache.storm.generated.TopologyInfo;
 import org.apache.storm.generated.TopologySummary;
@@ -49,7 +52,7 @@ import org.apache.storm.utils.Utils;
 
 public final class StormProbe {
     private static final String ALL_TIME = ":all-time";
-    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "kill", "watch", "running", "gone");
+    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "code", "kill", "watch", "running", "gone");
     // How often running and gone ask Nimbus (one Thrift call on an open connection each).
     private static final long WAIT_POLL_MS = 500;
 
@@ -71,7 +74,7 @@ public final class StormProbe {
                 || (!args[0].equals("cluster") && args.length < 2)
                 || (args[0].equals("watch") && args.length < 4)
                 || ((args[0].equals("running") || args[0].equals("gone")) && args.length < 3)) {
-            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | kill <name> <wait_s>"
+            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | code <name> | kill <name> <wait_s>"
                     + " | watch <name> <interval_ms> <stop_file> | running <name> <timeout_s> | gone <name> <timeout_s>");
             return 64;
         }
@@ -93,6 +96,9 @@ public final class StormProbe {
                     break;
                 case "conf":
                     answer = topologyConf(nimbus.getClient(), args[1]);
+                    break;
+                case "code":
+                    answer = topologyCode(nimbus.getClient(), args[1]);
                     break;
                 default:
                     KillOptions options = new KillOptions();
@@ -179,6 +185,22 @@ public final class StormProbe {
             throw new IllegalStateException("Nimbus returned a configuration that is not a JSON object");
         }
         return (Map<?, ?>) conf;
+    }
+
+    /**
+     * What Nimbus hands anyone who asks for the topology (getUserTopology): each spout's and bolt's
+     * serialised Java object, base64, so that what it carries (a password, say) can be looked for.
+     */
+    private static Map<String, Object> topologyCode(Nimbus.Iface nimbus, String name) throws Exception {
+        StormTopology topology = nimbus.getUserTopology(nimbus.getTopologySummaryByName(name).get_id());
+        Map<String, Object> components = new TreeMap<>();
+        topology.get_spouts().forEach((id, spec) -> components.put(id, serialized(spec.get_spout_object())));
+        topology.get_bolts().forEach((id, spec) -> components.put(id, serialized(spec.get_bolt_object())));
+        return Map.of("components", components);
+    }
+
+    private static String serialized(ComponentObject object) {
+        return object.is_set_serialized_java() ? Base64.getEncoder().encodeToString(object.get_serialized_java()) : "";
     }
 
     private static Map<String, Object> cluster(ClusterSummary summary) {
