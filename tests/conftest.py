@@ -374,6 +374,26 @@ def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subproces
     )
 
 
+# Every path the kit keeps under its configuration and install directories, with its size and
+# modification time (compiled Python left out: running the kit's programs writes it), hashed; then
+# each supervisord program with its pid, so a restarted daemon changes the state too.
+_LAB_HOST_STATE = (
+    "find /etc/streamlab /opt/streamlab -name __pycache__ -prune -o -printf '%p %s %T@\\n' 2>&1"
+    " | sort | sha256sum; /opt/streamlab/venv/bin/supervisorctl -c /etc/streamlab/supervisord.conf"
+    " status | awk '{print $1, $2, $4}'"
+)
+
+
+def lab_hosts_state(lab: dict[str, str]) -> dict[str, str]:
+    """Per test host: a digest of the kit's directories and each daemon's state and pid."""
+    states = {}
+    for name, address in lab.items():
+        done = on_lab_host(address, _LAB_HOST_STATE)
+        assert done.stdout.strip(), f"{name}: no state read: {done.stderr}"
+        states[name] = done.stdout
+    return states
+
+
 def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: float = 5) -> bool:
     """From this machine (the control node), optionally from one of its addresses: does a TCP
     connection to address:port open?"""

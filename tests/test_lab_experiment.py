@@ -24,6 +24,7 @@ from conftest import (
     control_node_reaches_only_ssh,
     flink_rest,
     lab_group_vars,
+    lab_hosts_state,
     lab_kafka_settings,
     lab_pki,
     on_lab_host,
@@ -552,6 +553,7 @@ def test_a_job_that_cannot_be_stopped_still_leaves_a_complete_result_directory(c
 )
 def test_bad_input_fails_before_any_topic_or_job(converged, tmp_path, extravars, message):
     before = topics(converged)
+    hosts_before = lab_hosts_state(converged)
     results = tmp_path / "results"
     run = run_playbook(
         "experiment.yml",
@@ -563,6 +565,7 @@ def test_bad_input_fails_before_any_topic_or_job(converged, tmp_path, extravars,
     assert message in " ".join(run.output.split()), run.output[-3000:]
     assert topics(converged) == before
     assert not results.exists()
+    assert lab_hosts_state(converged) == hosts_before
 
 
 def test_a_cluster_without_taskmanagers_is_refused_before_any_topic(converged, tmp_path):

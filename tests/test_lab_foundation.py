@@ -14,6 +14,7 @@ from kafka.errors import KafkaError
 from conftest import (
     SECOND_SITE_RUN,
     daemon_down,
+    lab_hosts_state,
     lab_inventory_copy,
     lab_kafka_settings,
     on_lab_host,
@@ -213,10 +214,13 @@ def bad_inventory(tmp_path: Path, change) -> Path:
 )
 def test_bad_input_stops_before_any_change(converged, tmp_path, name, change, extravars, message):
     inventory = bad_inventory(tmp_path, change)
+    before = lab_hosts_state(converged)
     run = run_playbook("site.yml", inventory, extravars=extravars, tmp_path=tmp_path)
     assert run.rc != 0, f"{name}: the play went through"
     assert message in " ".join(run.output.split()), run.output[-3000:]
     assert run.changed_nothing_on(converged), run.changed
+    # Not only an empty recap: no file of the kit changed and no daemon restarted on any host.
+    assert lab_hosts_state(converged) == before
 
 
 def test_a_host_whose_key_is_not_known_is_not_reached(converged, tmp_path):
