@@ -161,6 +161,14 @@ TABLE_METRICS = (
 )
 
 
+def wall_clock_moved(record: dict) -> bool | None:
+    """run.json's `wall_clock.moved`: whether the wall clock moved past its limit while the
+    producer or the collector ran; None when run.json cannot say."""
+    clock = record.get("wall_clock")
+    moved = clock.get("moved") if isinstance(clock, dict) else None
+    return moved if isinstance(moved, bool) else None
+
+
 @dataclass
 class Run:
     directory: Path
@@ -246,9 +254,7 @@ class Run:
         collector ran (`wall_clock.moved`); None when it cannot say. A moved run's latencies and
         recovery times are off by up to that, so the run leaves every mean, as an overloaded
         one does; its verdict, counted by message id, still counts."""
-        clock = self.record.get("wall_clock")
-        moved = clock.get("moved") if isinstance(clock, dict) else None
-        return moved if isinstance(moved, bool) else None
+        return wall_clock_moved(self.record)
 
     @property
     def left_out(self) -> str | None:

@@ -54,6 +54,7 @@ import lab_playbooks
 import process_cpu
 import yaml
 
+from analysis.compare import wall_clock_moved
 from analysis.study.report import phase_medians
 from producer.lagsampler import LagSample
 from producer.steady import overload
@@ -177,8 +178,6 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
     if not samples and cpu_file is not None:
         samples = process_cpu.read_samples(cpu_file)
     whole = figures.get("engine_whole_s")
-    clock = record.get("wall_clock")
-    moved = clock.get("moved") if isinstance(clock, dict) else None
     return FaultRun(
         run_id=record["run_id"],
         engine=engine,
@@ -208,7 +207,7 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
         cpu_outage=process_cpu.shares(samples, int(start), start + int(1000 * whole))
         if whole is not None
         else {},
-        clock_moved=moved if isinstance(moved, bool) else None,
+        clock_moved=wall_clock_moved(record),
     )
 
 
@@ -247,6 +246,8 @@ def spread(values: list[float | None], censored: list[bool] | None = None) -> st
 def _round(value: float | None, digits: int = 1) -> float | None:
     return None if value is None else round(value, digits)
 
+
+YES_NO = {True: "yes", False: "no", None: "unknown"}
 
 RUN_COLUMNS = [
     "engine",
@@ -287,8 +288,8 @@ def run_row(run: FaultRun, knob: str) -> list[Any]:
         run.after_p50,
         run.after_p99,
         run.steady_reached,
-        {True: "yes", False: "no", None: "unknown"}[run.overloaded],
-        {True: "yes", False: "no", None: "unknown"}[run.clock_moved],
+        YES_NO[run.overloaded],
+        YES_NO[run.clock_moved],
     ]
 
 
