@@ -7,6 +7,8 @@
  *   ... StormProbe topology <name>      executors (host, port) and spout/bolt statistics
  *   ... StormProbe conf <name>          the topology's configuration as Nimbus holds it (one object:
  *                                       Storm's keys and the job's own, e.g. streamlab.*)
+ *   ... StormProbe code <name>          each spout's and bolt's serialised object, as Nimbus hands it out
+ *   ... StormProbe submitted <name>     both in one JVM: {"conf": ..., "code": ...}
  *   ... StormProbe kill <name> <wait_s> kill, waiting wait_s seconds for in-flight tuples
  *   ... StormProbe running <name> <timeout_s>
  *                                       wait in this one JVM until the topology is ACTIVE with every
@@ -52,7 +54,7 @@ import org.apache.storm.utils.Utils;
 
 public final class StormProbe {
     private static final String ALL_TIME = ":all-time";
-    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "code", "kill", "watch", "running", "gone");
+    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "code", "submitted", "kill", "watch", "running", "gone");
     // How often running and gone ask Nimbus (one Thrift call on an open connection each).
     private static final long WAIT_POLL_MS = 500;
 
@@ -74,7 +76,8 @@ public final class StormProbe {
                 || (!args[0].equals("cluster") && args.length < 2)
                 || (args[0].equals("watch") && args.length < 4)
                 || ((args[0].equals("running") || args[0].equals("gone")) && args.length < 3)) {
-            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | code <name> | kill <name> <wait_s>"
+            System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | code <name> | submitted <name>"
+                    + " | kill <name> <wait_s>"
                     + " | watch <name> <interval_ms> <stop_file> | running <name> <timeout_s> | gone <name> <timeout_s>");
             return 64;
         }
@@ -99,6 +102,11 @@ public final class StormProbe {
                     break;
                 case "code":
                     answer = topologyCode(nimbus.getClient(), args[1]);
+                    break;
+                case "submitted":
+                    // One JVM for what an experiment keeps of both: each start costs seconds of CPU.
+                    answer = Map.of("conf", topologyConf(nimbus.getClient(), args[1]),
+                            "code", topologyCode(nimbus.getClient(), args[1]));
                     break;
                 default:
                     KillOptions options = new KillOptions();
