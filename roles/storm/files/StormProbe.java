@@ -98,16 +98,18 @@ public final class StormProbe {
                     answer = topology(nimbus.getClient().getTopologyInfoByName(args[1]));
                     break;
                 case "conf":
-                    answer = topologyConf(nimbus.getClient(), args[1]);
+                    answer = topologyConf(nimbus.getClient(), topologyId(nimbus.getClient(), args[1]));
                     break;
                 case "code":
-                    answer = topologyCode(nimbus.getClient(), args[1]);
+                    answer = topologyCode(nimbus.getClient(), topologyId(nimbus.getClient(), args[1]));
                     break;
-                case "submitted":
+                case "submitted": {
                     // One JVM for what an experiment keeps of both: each start costs seconds of CPU.
-                    answer = Map.of("conf", topologyConf(nimbus.getClient(), args[1]),
-                            "code", topologyCode(nimbus.getClient(), args[1]));
+                    String id = topologyId(nimbus.getClient(), args[1]);
+                    answer = Map.of("conf", topologyConf(nimbus.getClient(), id),
+                            "code", topologyCode(nimbus.getClient(), id));
                     break;
+                }
                 default:
                     KillOptions options = new KillOptions();
                     options.set_wait_secs(args.length > 2 ? Integer.parseInt(args[2]) : 0);
@@ -182,12 +184,16 @@ public final class StormProbe {
                 && executors.stream().allMatch(e -> ((Number) ((Map<?, ?>) e).get("uptime_s")).longValue() > 0);
     }
 
+    /** The id Nimbus gave the running topology of that name. */
+    private static String topologyId(Nimbus.Iface nimbus, String name) throws Exception {
+        return nimbus.getTopologySummaryByName(name).get_id();
+    }
+
     /**
      * The configuration Nimbus stored for the topology at submission (getTopologyConf: a JSON
-     * object, as the UI's /api/v1/topology/:id "configuration" shows it), looked up by name.
+     * object, as the UI's /api/v1/topology/:id "configuration" shows it).
      */
-    private static Map<?, ?> topologyConf(Nimbus.Iface nimbus, String name) throws Exception {
-        String id = nimbus.getTopologySummaryByName(name).get_id();
+    private static Map<?, ?> topologyConf(Nimbus.Iface nimbus, String id) throws Exception {
         Object conf = JSONValue.parseWithException(nimbus.getTopologyConf(id));
         if (!(conf instanceof Map)) {
             throw new IllegalStateException("Nimbus returned a configuration that is not a JSON object");
@@ -199,8 +205,8 @@ public final class StormProbe {
      * What Nimbus hands anyone who asks for the topology (getUserTopology): each spout's and bolt's
      * serialised Java object, base64, so that what it carries (a password, say) can be looked for.
      */
-    private static Map<String, Object> topologyCode(Nimbus.Iface nimbus, String name) throws Exception {
-        StormTopology topology = nimbus.getUserTopology(nimbus.getTopologySummaryByName(name).get_id());
+    private static Map<String, Object> topologyCode(Nimbus.Iface nimbus, String topologyId) throws Exception {
+        StormTopology topology = nimbus.getUserTopology(topologyId);
         Map<String, Object> components = new TreeMap<>();
         topology.get_spouts().forEach((id, spec) -> components.put(id, serialized(spec.get_spout_object())));
         topology.get_bolts().forEach((id, spec) -> components.put(id, serialized(spec.get_bolt_object())));
