@@ -1,7 +1,7 @@
 """Preflight stops, before any change, on a host whose running firewall the kit cannot open: ufw
 active (the kit drives firewalld or its own nftables table), or firewalld running (or the kit's
-own firewall enabled) with a cluster address or extra source it cannot take as a source (a host
-name).
+own firewall on, as it is by default on Linux) with a cluster address or extra source it cannot
+take as a source (a host name). It says which firewall each host will be behind.
 
 Run against the embedded default (inventory/local, a local connection). ufw and firewall-cmd are
 stand-ins placed first on the PATH the modules see, printing what the real programs print; the
@@ -83,8 +83,22 @@ def preflight(tmp_path: Path, inventory: Path, envvars: dict, extravars: dict | 
             {},
             {"streamlab_address": "lab-master.example"},
             {"firewall_enabled": True},
-            "firewall_enabled turns on the kit's firewall on localhost, and the cluster address of "
+            "the kit's own firewall is on for localhost, and the cluster address of "
             "localhost is 'lab-master.example', which a firewall cannot admit as a source",
+        ),
+        # The shipped default on a Linux host without firewalld turns the kit's table on.
+        (
+            {},
+            {"streamlab_address": "lab-master.example"},
+            {},
+            "the kit's own firewall is on for localhost, and the cluster address of "
+            "localhost is 'lab-master.example', which a firewall cannot admit as a source",
+        ),
+        (
+            {},
+            {},
+            {"firewall_enabled": "maybe"},
+            "value of firewall_enabled must be one of: auto, True, False, true, false, got: maybe",
         ),
         (
             {"firewall_cmd": FIREWALLD_RUNNING},
@@ -113,3 +127,22 @@ def test_preflight_passes_an_inactive_ufw_and_a_firewalld_with_addresses(tmp_pat
     # Both checks ran (firewall-cmd said running) and passed each address.
     assert "ok: [localhost] => (item=localhost)" in run.output, run.output[-3000:]
     assert "ok: [localhost] => (item=fd00::5)" in run.output, run.output[-3000:]
+
+
+@pytest.mark.parametrize(
+    "extravars,said",
+    [
+        # The shipped default where no firewall runs on Linux, and the same asked for by -e.
+        ({}, "no firewall runs: the kit turns on its own nftables table inet streamlab"),
+        ({"firewall_enabled": "true"}, "no firewall runs: the kit turns on its own nftables table"),
+        (
+            {"firewall_enabled": "false"},
+            "no firewall runs, and the kit turns none on (firewall_enabled: false): the daemons "
+            "that listen on every interface",
+        ),
+    ],
+)
+def test_preflight_says_which_firewall_each_host_will_be_behind(tmp_path, extravars, said):
+    run = preflight(tmp_path, local_inventory(tmp_path), stand_ins(tmp_path), extravars)
+    assert run.rc == 0, run.output[-3000:]
+    assert said in " ".join(run.output.split()), run.output[-3000:]

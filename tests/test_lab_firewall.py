@@ -3,12 +3,12 @@
 node1 (the master and driver host) and node3 (a worker) run firewalld, as a Rocky 9 host does out
 of the box (tests/lab/testhosts.py: each has its own D-Bus and configuration, rules in its own
 network namespace): the kit admits its ports in its own zone. node2 (a worker) runs no firewall
-of its own, and the inventory turns the kit's own on (firewall_enabled: an nftables table that
-admits the kit's ports from the same sources and refuses them to every other address); it has a
-second interface with an address in no inventory. Every lab test runs against these rules: the
-whole lab's health, experiments, faults and the analysis on the Spark cluster pass through them,
-in both directions. These tests show what the rules are, what they refuse, and that teardown's
-purge removes them.
+of its own, and the kit's own is on there as the shipped default has it (firewall_enabled: auto,
+not set in the inventory: an nftables table that admits the kit's ports from the same sources and
+refuses them to every other address); it has a second interface with an address in no
+inventory. Every lab test runs against these rules: the whole lab's health, experiments, faults
+and the analysis on the Spark cluster pass through them, in both directions. These tests show
+what the rules are, what they refuse, and that teardown's purge removes them.
 """
 
 from __future__ import annotations

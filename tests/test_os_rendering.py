@@ -487,9 +487,9 @@ def test_init_system_runs_the_kits_supervisord(family):
         assert job["SoftResourceLimits"] == {"NumberOfFiles": MINFDS}
 
 
-# The kit's own firewall (firewall_enabled where none runs): nftables on Linux, nothing on
-# macOS (pf is not built; preflight refuses firewall_enabled there). nft(8) lives in
-# /usr/sbin on Debian 12/13 and Rocky 9 (package nftables).
+# The kit's own firewall where none runs, on by default (firewall_enabled: auto): nftables on
+# Linux, nothing on macOS (pf is not built; preflight refuses firewall_enabled: true there).
+# nft(8) lives in /usr/sbin on Debian 12/13 and Rocky 9 (package nftables).
 NFT = "/usr/sbin/nft"
 
 
@@ -497,7 +497,7 @@ def test_the_kits_firewall_is_a_valid_nftables_ruleset_loaded_at_boot(family, tm
     name, out, _ = family
     firewall = out / "firewall"
     if FAMILIES[name]["init"] == "launchd":
-        assert not firewall.exists(), "macOS gets no nftables files"
+        assert not firewall.exists(), "macOS gets no nftables files by default"
         return
     ports = (firewall / "ports.nft").read_text()
     refuse = "add rule inet streamlab refuse"

@@ -87,10 +87,10 @@ FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
 FIREWALLD_CONFIG = Path("/etc/firewalld")
 FIREWALLD_UNIT_LINK = Path("/etc/systemd/system/multi-user.target.wants/firewalld.service")
 
-# Hosts that run no firewall of their own, where the kit turns on its nftables table
-# (firewall_enabled in the inventory). Each has a second interface with an address outside the
-# inventory (SECOND_PREFIX), as a machine on two networks has: what listens on every interface is
-# reachable there, unless the kit's rules refuse it.
+# Hosts that run no firewall of their own, where the kit's nftables table is on as the shipped
+# default has it (firewall_enabled: auto; the inventory sets nothing). Each has a second interface
+# with an address outside the inventory (SECOND_PREFIX), as a machine on two networks has: what
+# listens on every interface is reachable there, unless the kit's rules refuse it.
 KIT_FIREWALL_HOSTS = frozenset({2})
 SECOND_INTERFACE = "eth1"
 SECOND_PEER = "eth1-peer"
@@ -736,13 +736,11 @@ def inventory_data(hosts: Sequence[Host]) -> dict[str, object]:
 
 def host_vars(host: Host) -> dict[str, object]:
     """Inventory variables of one host. A host booted with systemd has its own package
-    database (group_vars say the others share this machine's); on KIT_FIREWALL_HOSTS the kit
-    turns its firewall on."""
+    database (group_vars say the others share this machine's). KIT_FIREWALL_HOSTS set nothing:
+    the kit's firewall is on there by default."""
     found: dict[str, object] = {"ansible_host": host.ip}
     if host.booted_with_systemd:
         found["common_package_database_shared"] = False
-    if host.index in KIT_FIREWALL_HOSTS:
-        found["firewall_enabled"] = True
     return found
 
 
