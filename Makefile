@@ -16,7 +16,7 @@ DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
-	bench-engines bench-faults bench-taskmanager bench-study clean
+	bench-engines bench-faults bench-taskmanager bench-study bench-exposure clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -101,6 +101,11 @@ bench-engines: setup
 # Needs converged test hosts: each engine under a worker failure, two settings, repetitions.
 bench-faults: setup
 	$(PY) bench/fault_figures.py
+
+# Needs converged test hosts with no job running: each daemon's listening sockets and who reaches
+# them (the control node, an address in no inventory, and node2 without the kit's table).
+bench-exposure: setup
+	$(PY) bench/exposure.py
 
 # Needs converged test hosts with no job running: kills of a Flink TaskManager, each timed until
 # it has rejoined the cluster (or never did).

@@ -40,6 +40,9 @@ BENCHES: dict[str, str] = {
     "engines' own evidence per setting",
     "make bench-reset": "teardown, redeploy, and purge then `site.yml`, with the CPU's busy "
     "share (`bench/reset_timing.py`)",
+    "make bench-exposure": "each daemon's listening sockets on the test hosts and who reaches "
+    "them: the control node, an address in no inventory, and that address without the kit's "
+    "nftables table (`bench/exposure.py`)",
     "bench/analysis_timing.py": "the PySpark analysis of 1M and 10M records, locally and on the "
     "Spark cluster",
 }

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""What each daemon on the test hosts listens on, and who reaches it: the control node, an
+address outside the inventory, and on the host without a firewall of its own (node2) the same
+outside address once more with the kit's nftables table taken away (what `firewall_enabled:
+false` leaves).
+
+Needs converged test hosts (make lab, then site.yml or make test); no job should run, so the
+figures are the daemons at rest (a running Storm topology adds its workers' ports). Leaves the
+hosts as it found them: the outside address and the route it adds on this machine are removed,
+and node2's table is loaded again from its file, whatever happens. Run as root from the
+repository (`make bench-exposure`). Writes bench/out/exposure.json (copy it to bench/results/
+to publish it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+import testhosts  # noqa: E402  (tests/lab: the test hosts' own addresses and SSH)
+
+OUT = REPO / "bench" / "out" / "exposure.json"
+# On the lab's bridge, in no inventory (the firewall lab test uses the same one).
+OUTSIDE_ADDRESS = f"{testhosts.SUBNET_PREFIX}99"
+TABLE = "inet streamlab"
+TABLE_FILE = "/etc/streamlab/firewall.nft"
+CONNECT_TIMEOUT_S = 2.0
+
+# Run on each host: its listening TCP sockets, each with the supervisord program whose process
+# tree holds the socket's process (or the process's own name when no program does).
+_SOCKETS_ON_HOST = r"""
+import json, re, subprocess
+status = subprocess.run(
+    ["/opt/streamlab/venv/bin/supervisorctl", "-c", "/etc/streamlab/supervisord.conf", "status"],
+    capture_output=True, text=True).stdout
+running = re.finditer(r"^(\S+)\s+RUNNING\s+pid (\d+)", status, re.M)
+programs = {int(m.group(2)): m.group(1) for m in running}
+def parent(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(re.search(r"^PPid:\s+(\d+)", f.read(), re.M).group(1))
+    except OSError:
+        return 0
+def owner(pid, name):
+    seen = pid
+    while seen > 1:
+        if seen in programs:
+            return programs[seen]
+        seen = parent(seen)
+    return name
+out = []
+for line in subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout.splitlines():
+    fields = line.split()
+    local = fields[3]
+    bind, _, port = local.rpartition(":")
+    user = re.search(r'\(\("([^"]+)",pid=(\d+)', line)
+    name, pid = (user.group(1), int(user.group(2))) if user else ("?", 0)
+    out.append({"bind": bind.strip("[]"), "port": int(port), "daemon": owner(pid, name)})
+print(json.dumps(out))
+"""
+
+
+def on_host(host: testhosts.Host, *command: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        testhosts.ssh_cmd(host, *command),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"{host.name}: {' '.join(command)} failed ({done.returncode}): {done.stderr}")
+    return done.stdout
+
+
+def reaches(address: str, port: int, source: str | None = None) -> bool:
+    """From this machine (optionally from one of its addresses): does a TCP connection open?"""
+    with socket.socket() as sock:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        if source is not None:
+            sock.bind((source, 0))
+        try:
+            sock.connect((address, port))
+        except OSError:
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def outside_address(second_routes: dict[str, str]) -> Iterator[None]:
+    """OUTSIDE_ADDRESS on the lab bridge, and a route to each second address through its host's
+    cluster address, for as long as the block runs."""
+    steps = [
+        (
+            ["ip", "addr", "add", f"{OUTSIDE_ADDRESS}/32", "dev", testhosts.BRIDGE],
+            ["ip", "addr", "del", f"{OUTSIDE_ADDRESS}/32", "dev", testhosts.BRIDGE],
+        )
+    ] + [
+        (
+            ["ip", "route", "add", f"{second}/32", "via", via, "dev", testhosts.BRIDGE],
+            ["ip", "route", "del", f"{second}/32"],
+        )
+        for second, via in second_routes.items()
+    ]
+    undo: list[list[str]] = []
+    try:
+        for do, undo_step in steps:
+            done = subprocess.run(do, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                sys.exit(f"{' '.join(do)}: {done.stderr}")
+            undo.append(undo_step)
+        yield
+    finally:
+        for step in reversed(undo):
+            subprocess.run(step, capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def without_table(host: testhosts.Host) -> Iterator[None]:
+    """The kit's table taken away on host for as long as the block runs, then loaded again."""
+    on_host(host, "nft", "delete", "table", *TABLE.split())
+    try:
+        yield
+    finally:
+        on_host(host, "nft", "-f", TABLE_FILE)
+
+
+EVERY_INTERFACE = ("*", "0.0.0.0", "::")
+LOOPBACK = ("::1", "::ffff:127.0.0.1")
+
+
+def targets_of(host: testhosts.Host, bind: str) -> list[str]:
+    """The host's addresses a socket bound there answers on from outside the host: none for
+    loopback, the cluster address, and the second address too for every interface."""
+    if bind.startswith("127.") or bind in LOOPBACK:
+        return []
+    second = [host.second_ip] if bind in EVERY_INTERFACE and host.second_ip else []
+    return [host.ip, *second]
+
+
+def reached(targets: list[str], port: int, source: str | None = None) -> bool | None:
+    """Whether any target answers (None where there is no target)."""
+    return any(reaches(t, port, source) for t in targets) if targets else None
+
+
+def yes_no(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def firewall_of(host: testhosts.Host) -> str:
+    if testhosts.firewalld_running(host):
+        return "firewalld"
+    tables = on_host(host, "nft", "list", "tables")
+    return "kit's nftables table" if f"table {TABLE}" in tables else "none"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
+    testhosts.require_root()
+    hosts = testhosts.inventory_hosts()
+    if not hosts:
+        sys.exit(f"no test hosts in {testhosts.INVENTORY}: run make lab and site.yml first")
+    found: list[dict[str, Any]] = []
+    firewalls: dict[str, str] = {}
+    for host in hosts:
+        firewalls[host.name] = firewall_of(host)
+        for entry in json.loads(on_host(host, "python3", "-", stdin=_SOCKETS_ON_HOST)):
+            if entry["daemon"] == "sshd":
+                continue
+            # An IPv4 address on a dual-stack socket shows as ::ffff:a.b.c.d.
+            entry["bind"] = entry["bind"].removeprefix("::ffff:")
+            found.append({"host": host, **entry})
+    seconds = {h.second_ip: h.ip for h in hosts if h.second_ip}
+    rows: list[list[Any]] = []
+    with outside_address(seconds):
+        for entry in sorted(found, key=lambda e: (e["host"].index, e["port"], e["bind"])):
+            targets = targets_of(entry["host"], entry["bind"])
+            entry.update(
+                targets=targets,
+                control=reached(targets, entry["port"]),
+                outside=reached(targets, entry["port"], OUTSIDE_ADDRESS),
+                unfiltered=None,
+            )
+        for host in hosts:
+            if firewalls[host.name] != "kit's nftables table":
+                continue
+            with without_table(host):
+                for entry in found:
+                    if entry["host"] is host:
+                        entry["unfiltered"] = reached(
+                            entry["targets"], entry["port"], OUTSIDE_ADDRESS
+                        )
+        for entry in sorted(found, key=lambda e: (e["host"].index, e["port"], e["bind"])):
+            host = entry["host"]
+            rows.append(
+                [
+                    host.name,
+                    firewalls[host.name],
+                    entry["daemon"],
+                    entry["port"],
+                    "every interface" if entry["bind"] in EVERY_INTERFACE else entry["bind"],
+                    yes_no(entry["control"]),
+                    yes_no(entry["outside"]),
+                    yes_no(entry["unfiltered"]),
+                ]
+            )
+    columns = [
+        "host",
+        "firewall",
+        "daemon",
+        "port",
+        "bound to",
+        "control node reaches",
+        "outside address reaches",
+        "outside, without the kit's table",
+    ]
+    every = [r for r in rows if r[4] == "every interface"]
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    git = ["git", "-C", str(REPO)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
+    document = {
+        "bench": "make bench-exposure",
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": commit.stdout.strip(),
+        "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
+        "hosts": [
+            f"{h.name} {'Debian 13 (systemd)' if h.booted_with_systemd else 'Debian 12'}"
+            for h in hosts
+        ],
+        "title": "Listening sockets per daemon at rest, and who reaches them",
+        "description": (
+            "From `ss -ltnp` on each converged test host (sshd left out), each socket's process "
+            "traced to its supervisord program. Reached: a TCP connection from this machine opened "
+            f"within {CONNECT_TIMEOUT_S:.0f} s to the host's cluster address (and, for a socket on "
+            "every interface, to its second address where it has one), from the control node's "
+            f"address or from {OUTSIDE_ADDRESS}, an address on the lab network in no inventory. "
+            "The last column takes the kit's table away for the probe, as firewall_enabled: false "
+            "leaves the host; '-' where it does not apply."
+        ),
+        "columns": columns,
+        "rows": rows,
+        "notes": [
+            f"{len(every)} of {len(rows)} sockets listen on every interface; the outside address "
+            f"reaches {sum(r[6] == 'yes' for r in rows)} sockets with the firewalls in place, and "
+            f"{sum(r[7] == 'yes' for r in rows)} on the kit-table host with its table taken away.",
+            "The lab's inventory turns Kafka SASL_SSL, Flink's TLS and Spark's authentication on; "
+            "they change what a connection must present, not which sockets listen.",
+            "At rest: a running Storm topology adds its workers' ports (6700 and up), which the "
+            "same rules cover.",
+        ]
+        + (["The kit's tree was dirty when measured."] if dirty else []),
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(document, indent=2) + "\n")
+    width = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=False)]
+    for line in [columns, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, width, strict=False)))
+    for note in document["notes"]:
+        print(f"- {note}")
+    print(f"\nwrote {OUT} (copy it to bench/results/ to publish it)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
