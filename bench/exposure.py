@@ -261,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{sum(r[7] == 'yes' for r in rows)} on the kit-table host with its table taken away.",
             "The lab's inventory turns Kafka SASL_SSL, Flink's TLS and Spark's authentication on; "
             "they change what a connection must present, not which sockets listen.",
-            "At rest: a running Storm topology adds its workers' ports (6700 and up), which the "
-            "same rules cover.",
+            "At rest: a running Storm topology adds its workers' ports (the supervisors' slots, "
+            "6700 and up), which are in the same rules but were not probed here.",
         ]
         + (["The kit's tree was dirty when measured."] if dirty else []),
     }
