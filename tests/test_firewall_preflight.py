@@ -98,7 +98,8 @@ def preflight(tmp_path: Path, inventory: Path, envvars: dict, extravars: dict | 
             {},
             {},
             {"firewall_enabled": "maybe"},
-            "value of firewall_enabled must be one of: auto, True, False, true, false, got: maybe",
+            "firewall_enabled is 'maybe': give auto (the kit's nftables table on Linux hosts that "
+            "run no firewalld, nothing on macOS), true or false",
         ),
         (
             {"firewall_cmd": FIREWALLD_RUNNING},
@@ -135,11 +136,13 @@ def test_preflight_passes_an_inactive_ufw_and_a_firewalld_with_addresses(tmp_pat
         # The shipped default where no firewall runs on Linux, and the same asked for by -e.
         ({}, "no firewall runs: the kit turns on its own nftables table inet streamlab"),
         ({"firewall_enabled": "true"}, "no firewall runs: the kit turns on its own nftables table"),
+        ({"firewall_enabled": True}, "only (firewall_enabled: true)"),
         (
-            {"firewall_enabled": "false"},
-            "no firewall runs, and the kit turns none on (firewall_enabled: false): the daemons "
-            "that listen on every interface",
+            {"firewall_enabled": "False"},
+            "no firewall runs, and the kit turns none on (firewall_enabled: false): the kit's "
+            "ports here accept connections from any address",
         ),
+        ({"firewall_enabled": "no"}, "the kit turns none on (firewall_enabled: no)"),
     ],
 )
 def test_preflight_says_which_firewall_each_host_will_be_behind(tmp_path, extravars, said):

@@ -86,9 +86,7 @@ def _description(option: dict[str, Any]) -> str:
         text = " ".join(str(part) for part in text)
     parts = [_cell(str(text))]
     if option.get("choices"):
-        # A bool choice also listed as a string (for -e key=value) reads the same: shown once.
-        shown = dict.fromkeys(_value(choice) for choice in option["choices"])
-        parts.append("One of " + ", ".join(shown) + ".")
+        parts.append("One of " + ", ".join(_value(choice) for choice in option["choices"]) + ".")
     if option.get("no_log"):
         parts.append("Secret: kept out of logs.")
     return " ".join(part for part in parts if part)
