@@ -86,7 +86,7 @@ lock: setup
 bench: setup
 	$(PY) bench/site_timing.py --hosts $(LAB_HOSTS)
 
-# Needs converged test hosts (make lab, then site.yml or make test).
+# Needs converged test hosts (make lab, then site.yml; make test leaves them torn down).
 bench-experiment: setup
 	$(PY) bench/experiment_timing.py
 

@@ -4,10 +4,12 @@ address outside the inventory, and on the host without a firewall of its own (no
 outside address once more with the kit's nftables table taken away (what `firewall_enabled:
 false` leaves).
 
-Needs converged test hosts (make lab, then site.yml or make test); no job should run, so the
-figures are the daemons at rest (a running Storm topology adds its workers' ports). Leaves the
-hosts as it found them: the outside address and the route it adds on this machine are removed,
-and node2's table is loaded again from its file, whatever happens. Run as root from the
+Needs converged test hosts (make lab, then site.yml; make test leaves them torn down); no job
+should run, so the figures are the daemons at rest (a running Storm topology adds its workers'
+ports). Leaves the hosts as it found them: the outside address and the route it adds on this
+machine are removed, and node2's table is loaded again from its file, also when the bench is
+interrupted or terminated. IPv4 only: a socket bound to an IPv6 address alone is listed, not
+probed. Run as root from the
 repository (`make bench-exposure`). Writes bench/out/exposure.json (copy it to bench/results/
 to publish it).
 """
@@ -18,7 +20,7 @@ import argparse
 import contextlib
 import json
 import os
-import socket
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,9 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import testhosts  # noqa: E402  (tests/lab: the test hosts' own addresses and SSH)
+from labutil import tcp_connects  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "exposure.json"
 # On the lab's bridge, in no inventory (the firewall lab test uses the same one).
@@ -36,6 +41,8 @@ OUTSIDE_ADDRESS = f"{testhosts.SUBNET_PREFIX}99"
 TABLE = "inet streamlab"
 TABLE_FILE = "/etc/streamlab/firewall.nft"
 CONNECT_TIMEOUT_S = 2.0
+SSH_PORT = 22
+LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
 
 # Run on each host: its listening TCP sockets, each with the supervisord program whose process
 # tree holds the socket's process (or the process's own name when no program does).
@@ -86,16 +93,7 @@ def on_host(host: testhosts.Host, *command: str, stdin: str | None = None) -> st
 
 
 def reaches(address: str, port: int, source: str | None = None) -> bool:
-    """From this machine (optionally from one of its addresses): does a TCP connection open?"""
-    with socket.socket() as sock:
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        if source is not None:
-            sock.bind((source, 0))
-        try:
-            sock.connect((address, port))
-        except OSError:
-            return False
-        return True
+    return tcp_connects(address, port, source, timeout_s=CONNECT_TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -138,16 +136,17 @@ def without_table(host: testhosts.Host) -> Iterator[None]:
 
 
 EVERY_INTERFACE = ("*", "0.0.0.0", "::")
-LOOPBACK = ("::1", "::ffff:127.0.0.1")
 
 
 def targets_of(host: testhosts.Host, bind: str) -> list[str]:
-    """The host's addresses a socket bound there answers on from outside the host: none for
-    loopback, the cluster address, and the second address too for every interface."""
-    if bind.startswith("127.") or bind in LOOPBACK:
+    """The IPv4 addresses a socket answers on from outside the host: its own address, or for
+    every interface the cluster address and the second address where the host has one; none
+    for loopback or an IPv6 address."""
+    if bind in EVERY_INTERFACE:
+        return [host.ip, *([host.second_ip] if host.second_ip else [])]
+    if bind.startswith("127.") or ":" in bind:
         return []
-    second = [host.second_ip] if bind in EVERY_INTERFACE and host.second_ip else []
-    return [host.ip, *second]
+    return [bind]
 
 
 def reached(targets: list[str], port: int, source: str | None = None) -> bool | None:
@@ -166,10 +165,36 @@ def firewall_of(host: testhosts.Host) -> str:
     return "kit's nftables table" if f"table {TABLE}" in tables else "none"
 
 
+def check_outside_address_works(hosts: list[testhosts.Host]) -> None:
+    """The outside address reaches each host's sshd, which no rule of the kit refuses: without
+    this, a broken address or route would read as every socket refused."""
+    for host in hosts:
+        if not reaches(host.ip, SSH_PORT, OUTSIDE_ADDRESS):
+            sys.exit(f"{OUTSIDE_ADDRESS} does not reach sshd on {host.name}: the probe is broken")
+
+
+def lab_options() -> str:
+    """The opt-in security the lab's group vars turn on, as a note."""
+    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text()) or {}
+    names = ("kafka_sasl_enabled", "flink_tls_internal", "flink_tls_rest", "spark_authenticate")
+    on = [name for name in names if group_vars.get(name)]
+    return (
+        f"The lab's group vars turn on {', '.join(on) or 'none of the opt-in security settings'}; "
+        "they change what a connection must present, not which sockets listen."
+    )
+
+
+def stop_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM and SIGHUP end the bench through its finally blocks, as Ctrl-C does."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args(argv)
     testhosts.require_root()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop_on_signal)
     hosts = testhosts.inventory_hosts()
     if not hosts:
         sys.exit(f"no test hosts in {testhosts.INVENTORY}: run make lab and site.yml first")
@@ -186,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = {h.second_ip: h.ip for h in hosts if h.second_ip}
     rows: list[list[Any]] = []
     with outside_address(seconds):
+        check_outside_address_works(hosts)
         for entry in sorted(found, key=lambda e: (e["host"].index, e["port"], e["bind"])):
             targets = targets_of(entry["host"], entry["bind"])
             entry.update(
@@ -259,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(every)} of {len(rows)} sockets listen on every interface; the outside address "
             f"reaches {sum(r[6] == 'yes' for r in rows)} sockets with the firewalls in place, and "
             f"{sum(r[7] == 'yes' for r in rows)} on the kit-table host with its table taken away.",
-            "The lab's inventory turns Kafka SASL_SSL, Flink's TLS and Spark's authentication on; "
-            "they change what a connection must present, not which sockets listen.",
+            lab_options(),
             "At rest: a running Storm topology adds its workers' ports (the supervisors' slots, "
             "6700 and up), which are in the same rules but were not probed here.",
         ]

@@ -2,7 +2,8 @@
 """Time resetting the test hosts: teardown (state only), redeploy (teardown then site.yml), and
 purge followed by site.yml; each repeated, with the changed count per host.
 
-Needs converged test hosts (make lab, then site.yml or make test); leaves them converged.
+Needs converged test hosts (make lab, then site.yml; make test leaves them torn down); leaves
+them converged.
 Run as root from the repository (`make bench-reset`). The hosts share this machine's cores: each
 figure also gives the share of the machine's CPU time that was busy while it ran (/proc/stat, as
 `make test` reports it). Near 100 %, the playbook waited on this machine's cores rather than on

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import processes  # noqa: E402  (tests/lab/processes.py, shared with the test-host scripts)
+from labutil import tcp_connects  # noqa: E402  (shared with the benches; tests import it here)
 
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too):
@@ -394,20 +395,6 @@ def lab_hosts_state(lab: dict[str, str]) -> dict[str, str]:
     return states
 
 
-def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: float = 5) -> bool:
-    """From this machine (the control node), optionally from one of its addresses: does a TCP
-    connection to address:port open?"""
-    with socket.socket() as sock:
-        sock.settimeout(timeout_s)
-        if source is not None:
-            sock.bind((source, 0))
-        try:
-            sock.connect((address, port))
-        except OSError:
-            return False
-        return True
-
-
 # The test hosts' networks (tests/lab/testhosts.py: SUBNET_PREFIX, and SECOND_PREFIX of the hosts
 # with a second interface).
 LAB_NETWORKS = ("10.77.0.0/24", "10.78.0.0/24")
@@ -595,15 +582,18 @@ def flink_rest(
     headers: dict | None = None,
     method: str | None = None,
     timeout_s: float = 30,
+    tls: bool | None = None,
 ) -> object:
     """What the JobManager on node1 answers on its REST API (JSON), the way the kit asks it:
     over HTTPS, verifying its certificate and address with Flink's CA on this control node
-    (flink_tls_dir), when the lab turns flink_tls_rest on; plain HTTP otherwise."""
+    (flink_tls_dir), when the lab turns flink_tls_rest on (or tls says so); plain HTTP
+    otherwise."""
     import ssl
     import urllib.request
 
     context, scheme = None, "http"
-    if lab_group_vars().get("flink_tls_rest"):
+    use_tls = lab_group_vars().get("flink_tls_rest") if tls is None else tls
+    if use_tls:
         context = ssl.create_default_context(cafile=str(lab_pki("flink") / "ca.pem"))
         scheme = "https"
     request = urllib.request.Request(

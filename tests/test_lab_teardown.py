@@ -1,10 +1,14 @@
 """playbooks/teardown.yml and playbooks/redeploy.yml on the test hosts.
 
-Runs last (file order): it stops the whole lab, and ends with redeploy bringing it back healthy.
+Runs last of the tests that need the cluster (file order): it stops the whole lab, redeploy brings
+it back healthy with the shipped defaults instead of the lab's opt-in security, one experiment
+runs through them, and a teardown ends it, so that the next converge formats Kafka again with the
+lab's SCRAM user (a storage formatted without one cannot take SASL_SSL).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
@@ -15,9 +19,11 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from conftest import (
+    LAB_EXPERIMENT_RATE,
     LAB_INVENTORY,
     LAB_KAFKA_CLIENT_CONFIG,
     REPO,
+    PlaybookRun,
     control_node_reaches_only_ssh,
     flink_cli_run,
     flink_rest,
@@ -33,6 +39,17 @@ FLINK_JOBS_CACHE = Path.home() / ".cache" / "streamlab" / "jobs"
 DATA_DIR = "/var/lib/streamlab"
 # What teardown keeps in the data directory: supervisord's socket and pid, the fault agent's dir.
 KEPT_IN_DATA = {"supervisor", "faults"}
+# What the lab turns on beyond the shipped defaults (inventory/lab/group_vars/all.yml), set back
+# to the roles' defaults, as inventory/example-cluster leaves them: Kafka without SASL_SSL,
+# Flink without TLS, Spark's authentication with a secret the kit generates. The lab's memory
+# sizes stay: the example's would not fit this machine.
+SHIPPED_DEFAULTS = {
+    "kafka_sasl_enabled": False,
+    "flink_tls_internal": False,
+    "flink_tls_rest": False,
+    "spark_authenticate_secret": "",
+}
+SHIPPED_COUNT = 10 * LAB_EXPERIMENT_RATE  # 10 s of messages
 
 
 def results_snapshot() -> dict[str, tuple[int, int]]:
@@ -79,9 +96,9 @@ def task_output(output: str, task_name: str) -> str:
     return ""
 
 
-def flink_jobs(lab: dict[str, str]) -> dict[str, str]:
+def flink_jobs(lab: dict[str, str], tls: bool | None = None) -> dict[str, str]:
     """Job name -> state, as the JobManager on node1 reports them."""
-    jobs = flink_rest(lab, "/jobs/overview", timeout_s=10)["jobs"]
+    jobs = flink_rest(lab, "/jobs/overview", timeout_s=10, tls=tls)["jobs"]
     return {job["name"]: job["state"] for job in jobs}
 
 
@@ -190,21 +207,77 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     assert running_daemons(lab["node3"]) == []
     assert data_entries(lab["node3"]) <= KEPT_IN_DATA
 
-    # Redeploy: the (empty) teardown, then site.yml ending with every health check passed.
+    # Redeploy: the (empty) teardown, then site.yml with the shipped defaults, ending with every
+    # health check passed through them. Whatever happens from here, the lab's state is torn down
+    # at the end: a Kafka formatted without the lab's SCRAM user would refuse the next converge.
+    try:
+        redeployed = with_shipped_defaults(lab, "redeploy.yml", tmp_path, confirm="yes")
+        assert redeployed.rc == 0, redeployed.output[-6000:]
+        # Every broker was stopped before it: its teardown names Kafka as not answering, and why.
+        reset_plan = plan_of(redeployed.output)
+        assert "kafka" in reset_plan["not_answering"], reset_plan
+        assert reset_plan["kafka_problem"] == "no broker answers", reset_plan
+        assert "kafka" in running_daemons(lab["node3"])
+        assert "flink-jobmanager" in running_daemons(lab["node1"])
+        assert job not in flink_jobs(lab, tls=False)
+        assert results_snapshot() == results_before
+        run_through_shipped_defaults(lab, tmp_path)
+    finally:
+        reset = with_shipped_defaults(lab, "teardown.yml", tmp_path, confirm="yes")
+        assert reset.rc == 0, reset.output[-6000:]
+
+
+def with_shipped_defaults(
+    lab: dict[str, str], playbook: str, tmp_path: Path, **extravars: object
+) -> PlaybookRun:
+    """A playbook run on the lab with SHIPPED_DEFAULTS, reaching the hosts over SSH only."""
     with control_node_reaches_only_ssh(lab):
-        redeployed = run_playbook(
-            "redeploy.yml", LAB_INVENTORY, extravars={"confirm": "yes"}, tmp_path=tmp_path
+        return run_playbook(
+            playbook,
+            LAB_INVENTORY,
+            extravars={**SHIPPED_DEFAULTS, **extravars},
+            tmp_path=tmp_path,
         )
-    assert redeployed.rc == 0, redeployed.output[-6000:]
-    # Every broker was stopped before it: its teardown names Kafka as not answering, and why.
-    reset_plan = plan_of(redeployed.output)
-    assert "kafka" in reset_plan["not_answering"], reset_plan
-    assert reset_plan["kafka_problem"] == "no broker answers", reset_plan
-    assert "kafka" in running_daemons(lab["node3"]) and "flink-jobmanager" in running_daemons(
-        lab["node1"]
+
+
+def run_through_shipped_defaults(lab: dict[str, str], tmp_path: Path) -> None:
+    """One Flink run through the shipped defaults: its clients and the JobManager say so."""
+    # Kafka now answers without SASL_SSL: a plain client lists every broker.
+    admin = KafkaAdminClient(bootstrap_servers=[f"{a}:9092" for a in lab.values()])
+    try:
+        assert len(admin.describe_cluster()["brokers"]) == len(lab)
+    finally:
+        admin.close()
+    # Spark's authentication runs with the secret the kit generated beside the inventory.
+    secret = LAB_INVENTORY.parent / ".secrets" / "spark-authenticate-secret"
+    assert secret.stat().st_mode & 0o777 == 0o600, oct(secret.stat().st_mode)
+    results = tmp_path / "shipped-results"
+    run_id = f"test-shipped-{uuid.uuid4().hex[:8]}"
+    run = with_shipped_defaults(
+        lab,
+        "experiment.yml",
+        tmp_path,
+        engine="flink",
+        count=SHIPPED_COUNT,
+        rate=LAB_EXPERIMENT_RATE,
+        warmup_s=4,
+        run_id=run_id,
+        experiment_results_dir=str(results),
+        analyze_on="none",
     )
-    assert job not in flink_jobs(lab)
-    assert results_snapshot() == results_before
+    assert run.rc == 0, run.output[-6000:]
+    held = (
+        f"run {run_id} (flink, fault=none): complete, at-least-once held: 0 of "
+        f"{SHIPPED_COUNT:,} acknowledged messages lost"
+    )
+    assert held in run.output, run.output[-6000:]
+    record = json.loads((results / run_id / "run.json").read_text())
+    settings = record["settings"]
+    assert (settings["kafka.security_protocol"], settings["kafka.sasl_mechanism"]) == (
+        "PLAINTEXT",
+        "(none)",
+    )
+    assert (settings["tls_internal"], settings["tls_rest"]) == (False, False)
 
 
 def test_redeploy_refuses_without_confirmation(converged, tmp_path):

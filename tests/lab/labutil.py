@@ -1,9 +1,11 @@
-"""Small helpers shared by the test-lab scripts (testhosts.py and systemd_host.py)."""
+"""Small helpers shared by the test-lab scripts (testhosts.py and systemd_host.py), the tests
+and the benches."""
 
 from __future__ import annotations
 
 import contextlib
 import shlex
+import socket
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -68,3 +70,17 @@ def services_not_started() -> Iterator[None]:
         yield
     finally:
         POLICY_RC_D.unlink(missing_ok=True)
+
+
+def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: float = 5) -> bool:
+    """From this machine (the control node), optionally from one of its addresses: does a TCP
+    connection to address:port open?"""
+    with socket.socket() as sock:
+        sock.settimeout(timeout_s)
+        if source is not None:
+            sock.bind((source, 0))
+        try:
+            sock.connect((address, port))
+        except OSError:
+            return False
+        return True

@@ -87,10 +87,11 @@ FIREWALLD_MOUNTS: tuple[tuple[str, str], ...] = (
 FIREWALLD_CONFIG = Path("/etc/firewalld")
 FIREWALLD_UNIT_LINK = Path("/etc/systemd/system/multi-user.target.wants/firewalld.service")
 
-# Hosts that run no firewall of their own, where the kit's nftables table is on as the shipped
-# default has it (firewall_enabled: auto; the inventory sets nothing). Each has a second interface
-# with an address outside the inventory (SECOND_PREFIX), as a machine on two networks has: what
-# listens on every interface is reachable there, unless the kit's rules refuse it.
+# Hosts with a second interface, with an address outside the inventory (SECOND_PREFIX), as a
+# machine on two networks has: what listens on every interface is reachable there, unless the
+# kit's rules refuse it. Like every host not in FIREWALLD_HOSTS they run no firewall of their own,
+# and the kit's nftables table is on there as the shipped default has it (firewall_enabled: auto;
+# the inventory sets nothing).
 KIT_FIREWALL_HOSTS = frozenset({2})
 SECOND_INTERFACE = "eth1"
 SECOND_PEER = "eth1-peer"
