@@ -238,18 +238,24 @@ def local_inventory(
     tmp_path: Path, hosts: dict[str, dict], groups: dict[str, Sequence[str]]
 ) -> Path:
     """An inventory file of hosts that Ansible reaches with a local connection (hosts: name ->
-    its own variables; groups: name -> its hosts)."""
+    its own variables; groups: name -> its hosts). Each host has a loopback address of its own
+    as its cluster address unless its variables give one, as a real inventory gives IP
+    addresses: the kit's firewall, on by default, cannot take a host name as a source."""
     local = {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     }
     inventory = tmp_path / "hosts.yml"
     children = {name: {"hosts": {host: {} for host in members}} for name, members in groups.items()}
+    addressed = {
+        name: {**local, "streamlab_address": f"127.0.0.{index}", **variables}
+        for index, (name, variables) in enumerate(hosts.items(), start=1)
+    }
     inventory.write_text(
         yaml.safe_dump(
             {
                 "all": {
-                    "hosts": {name: {**local, **variables} for name, variables in hosts.items()},
+                    "hosts": addressed,
                     "children": children,
                 }
             }
