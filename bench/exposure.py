@@ -208,11 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             # An IPv4 address on a dual-stack socket shows as ::ffff:a.b.c.d.
             entry["bind"] = entry["bind"].removeprefix("::ffff:")
             found.append({"host": host, **entry})
+    found.sort(key=lambda e: (e["host"].index, e["port"], e["bind"]))
     seconds = {h.second_ip: h.ip for h in hosts if h.second_ip}
     rows: list[list[Any]] = []
     with outside_address(seconds):
         check_outside_address_works(hosts)
-        for entry in sorted(found, key=lambda e: (e["host"].index, e["port"], e["bind"])):
+        for entry in found:
             targets = targets_of(entry["host"], entry["bind"])
             entry.update(
                 targets=targets,
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                         entry["unfiltered"] = reached(
                             entry["targets"], entry["port"], OUTSIDE_ADDRESS
                         )
-        for entry in sorted(found, key=lambda e: (e["host"].index, e["port"], e["bind"])):
+        for entry in found:
             host = entry["host"]
             rows.append(
                 [
