@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
 
+from analysis import intervals  # noqa: E402
 from analysis.io import InputError, read_optional_json  # noqa: E402
 from analysis.report import NO_RECOVERY, write_atomic  # noqa: E402
 
@@ -146,7 +147,37 @@ METRICS = (
     Metric("steady_before_p99_ms", "before p99 ms", _steady("before_fault", "p99")),
     Metric("steady_after_p50_ms", "after p50 ms", _steady("after_recovery", "p50")),
     Metric("steady_after_p99_ms", "after p99 ms", _steady("after_recovery", "p99")),
+    Metric("detected_s", "detected s", lambda s: _worst(s, "detected_s")),
+    Metric("engine_whole_s", "whole again s", lambda s: _worst(s, "engine_whole_s")),
+    Metric("first_output_s", "first output s", lambda s: _worst(s, "first_output_s")),
+    Metric("caught_up_s", "caught up s", lambda s: _worst(s, "caught_up_s")),
 )
+# The headline figures given a 95 % interval (comparison.md's Intervals section, the CSV's
+# ci_low and ci_high rows), recovery with them (censored: the Kaplan-Meier median instead).
+INTERVAL_METRICS = (
+    "loss_rate",
+    "replayed_s",
+    "duplicate_rate",
+    "steady_before_p50_ms",
+    "steady_before_p99_ms",
+    "steady_after_p50_ms",
+    "steady_after_p99_ms",
+    "detected_s",
+    "engine_whole_s",
+    "first_output_s",
+    "caught_up_s",
+)
+# The figures each comparison of two groups judges (comparison.md's Comparisons section).
+COMPARED_METRICS = (
+    "loss_rate",
+    "replayed_s",
+    "duplicate_rate",
+    "steady_before_p50_ms",
+    "steady_before_p99_ms",
+)
+# Up to this many groups every pair is compared; past it, neighbouring settings of an engine
+# and groups of two engines at the same value of their studied settings.
+ALL_PAIRS_UP_TO = 6
 # The columns of the Markdown table (the CSV has every metric); recovery is drawn from
 # recovery_bound_s and recovery_censored, the steady phases as p50 / p99 pairs.
 TABLE_METRICS = (
@@ -295,6 +326,28 @@ class Group:
             return None
         return statistics.stdev(values) if len(values) >= 2 else None
 
+    def interval(self, metric: Metric) -> intervals.Interval | None:
+        """The mean over the counted runs and its 95 % interval (docs/metrics.md)."""
+        return intervals.mean_interval(self.values(metric))
+
+    def recovery_interval(self) -> intervals.Interval | None:
+        """The worst recoveries' mean and 95 % interval, or with any censored run the
+        Kaplan-Meier median (docs/metrics.md)."""
+        return intervals.recovery_interval(self.recovery_points())
+
+    def without(self, metric: Metric) -> int:
+        """How many counted runs have no value for the metric (a run that never reached a
+        steady state, a fault whose backlog never caught up while sampled)."""
+        return len(self.counted) - len(self.values(metric))
+
+    def without_recovery(self) -> int:
+        """Counted fault runs with neither a recovery nor its bound (an older summary)."""
+        return sum(
+            1
+            for run in self.counted
+            if worst_recovery(run.summary)[0] is None and run.summary.get("faults")
+        )
+
     def recovery_points(self) -> list[tuple[float, bool]]:
         """(worst recovery or its lower bound, censored) of each counted run that has one."""
         points = []
@@ -412,11 +465,7 @@ def _group_recovery_cell(group: Group) -> str:
     values and the bounds, a lower bound itself (`>= 41 (1 censored)`). Runs without either
     figure are named, never silently dropped."""
     points = group.recovery_points()
-    missing = sum(
-        1
-        for run in group.counted
-        if worst_recovery(run.summary)[0] is None and run.summary.get("faults")
-    )
+    missing = group.without_recovery()
     note = f" ({missing} {NO_RECOVERY})" if missing else ""
     if not points:
         return f"–{note}"
@@ -545,7 +594,12 @@ def csv_table(groups: Sequence[Group]) -> str:
                     *("" if v is None else v for v in values),
                 ]
             )
-        for kind, get in (("mean", Group.mean), ("sd", Group.spread)):
+        for kind, get in (
+            ("mean", Group.mean),
+            ("sd", Group.spread),
+            ("ci_low", _interval_end("low")),
+            ("ci_high", _interval_end("high")),
+        ):
             values = [get(group, m) for m in METRICS]
             held = group.held_text() if kind == "mean" else ""
             writer.writerow(
@@ -556,6 +610,139 @@ def csv_table(groups: Sequence[Group]) -> str:
                 ]
             )
     return out.getvalue()
+
+
+def _metric_interval(group: Group, metric: Metric) -> intervals.Interval | None:
+    """The group's interval for a metric; recovery is censor-aware (recovery_interval)."""
+    if metric.summed:
+        return None
+    if metric.key == "recovery_bound_s":
+        return group.recovery_interval()
+    return group.interval(metric)
+
+
+def _interval_end(end: str) -> Callable[[Group, Metric], float | None]:
+    """A CSV row's getter: the low or high end of each metric's 95 % interval (empty with fewer
+    than two counted values, and for a censored recovery)."""
+
+    def get(group: Group, metric: Metric) -> float | None:
+        interval = _metric_interval(group, metric)
+        return None if interval is None else getattr(interval, end)
+
+    return get
+
+
+def _interval_text(metric: Metric, interval: intervals.Interval | None, without: int) -> str:
+    if interval is None:
+        return "–"
+    scale, digits = (100.0, 3) if metric.percent else (1.0, 1)
+    text = interval.text(digits=digits, scale=scale) + (" %" if metric.percent else "")
+    return text + (f", {without} without" if without else "")
+
+
+def intervals_section(groups: Sequence[Group]) -> str:
+    """Each group's headline figures as mean [95 % interval] over its counted runs."""
+    metrics = [_metric(key) for key in INTERVAL_METRICS]
+    lines = [
+        "## Intervals over repetitions",
+        "",
+        "Each group's mean over its counted runs and its two-sided 95 % Student t interval "
+        "[low, high] (docs/metrics.md); a group of one run has none. Percentages are % of the "
+        "run's messages. Recovery and its phases are each run's worst fault, in seconds from "
+        "the fault's start; a group with a censored recovery gives the Kaplan-Meier median of "
+        "its runs instead, a lower bound (`>=`) when fewer than half of them showed their "
+        "recovery. `k without`: counted runs with no value for the figure (no steady state "
+        "reached, a backlog that never caught up while sampled).",
+        "",
+        "| group | n | recovery s | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|---|---|" + "---|" * len(metrics),
+    ]
+    for group in groups:
+        recovery = group.recovery_interval()
+        cells = [_interval_text(_metric("recovery_bound_s"), recovery, group.without_recovery())]
+        cells += [_interval_text(m, group.interval(m), group.without(m)) for m in metrics]
+        lines.append(f"| {group.label} | {len(group.counted)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
+    """The pairs of groups the Comparisons section judges: every pair up to ALL_PAIRS_UP_TO
+    groups; past it, an engine's groups of one fault whose other parameters are equal at
+    neighbouring values of its studied setting, and two engines' groups at the same value of
+    their studied settings."""
+    if len(groups) <= ALL_PAIRS_UP_TO:
+        return [(a, b) for i, a in enumerate(groups) for b in groups[i + 1 :]]
+
+    def studied(group: Group) -> Any:
+        return group.parameters.get(SWEEP_PARAMETER.get(group.engine, ""))
+
+    def others(group: Group) -> str:
+        name = SWEEP_PARAMETER.get(group.engine)
+        return _key_value({k: v for k, v in group.parameters.items() if k != name})
+
+    pairs: list[tuple[Group, Group]] = []
+    lines: dict[tuple[str, str, str], list[Group]] = {}
+    for group in groups:
+        if isinstance(studied(group), int | float):
+            lines.setdefault((group.engine, group.fault, others(group)), []).append(group)
+    for line in lines.values():
+        line.sort(key=studied)
+        pairs += list(zip(line, line[1:], strict=False))
+    pairs += [
+        (a, b)
+        for i, a in enumerate(groups)
+        for b in groups[i + 1 :]
+        if a.engine != b.engine and studied(a) is not None and studied(a) == studied(b)
+    ]
+    return pairs
+
+
+def _comparison_cell(first: Group, second: Group, metric: Metric) -> str:
+    if metric.key == "recovery_bound_s":
+        judged = intervals.separation(first.recovery_interval(), second.recovery_interval())
+        values = ([v for v, _ in first.recovery_points()], [v for v, _ in second.recovery_points()])
+    else:
+        judged = intervals.separation(first.interval(metric), second.interval(metric))
+        values = (first.values(metric), second.values(metric))
+    if judged != "overlap":
+        return judged
+    needed = intervals.repetitions_to_separate(*values)
+    if needed is None:
+        return "overlap: no difference shown"
+    return f"overlap: no difference shown (about {needed} repetitions each would separate them)"
+
+
+def comparisons_section(groups: Sequence[Group]) -> str:
+    """For each compared pair and figure: whether the two groups' 95 % intervals separate;
+    where they overlap, the repetitions per group that would separate them if the observed
+    means and spread held."""
+    pairs = compared_pairs(groups)
+    if not pairs:
+        return ""
+    metrics = [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
+    lines = [
+        "## Comparisons",
+        "",
+        "Whether two groups' 95 % intervals separate (no common value: a difference shown) or "
+        "overlap (no difference shown at this number of repetitions). Where they overlap, the "
+        "repetitions per group at which intervals as wide as the observed spread gives (pooled "
+        "sample standard deviation) would no longer overlap, if the two means held: a "
+        "projection, not a promise. A censored recovery has no interval, so it is not judged."
+        + (
+            ""
+            if len(groups) <= ALL_PAIRS_UP_TO
+            else " With more than "
+            f"{ALL_PAIRS_UP_TO} groups, only neighbouring values of an engine's studied setting "
+            "and two engines at the same value of theirs are compared."
+        ),
+        "",
+        "| first | second | " + " | ".join(m.label for m in metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for first, second in pairs:
+        cells = [_comparison_cell(first, second, m) for m in metrics]
+        lines.append(f"| {first.label} | {second.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _bars(
@@ -716,7 +903,13 @@ def compare(directories: Sequence[Path], out: Path) -> list[Group]:
     groups = group_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
     drawn = draw(groups, out / PLOTS_DIR)
-    text = markdown_table(groups) + plots_section(groups, drawn)
+    text = (
+        markdown_table(groups)
+        + "\n"
+        + intervals_section(groups)
+        + ("\n" + comparison if (comparison := comparisons_section(groups)) else "")
+        + plots_section(groups, drawn)
+    )
     write_atomic(out / "comparison.csv", csv_table(groups))
     write_atomic(out / "comparison.md", text)
     return groups

@@ -92,7 +92,7 @@ def test_compare_shows_verdicts_replayed_seconds_bounds_and_phases(tmp_path):
     assert "| 2 of 3 held |" in table
     assert "| >= 19 (1 censored) | 200 / 300 | 120 / 240 |" in table
     rows = list(csv.DictReader((out / "comparison.csv").open()))
-    assert [r["verdict"] for r in rows] == ["held", "violated", "held", "2 of 3 held", ""]
+    assert [r["verdict"] for r in rows] == ["held", "violated", "held", "2 of 3 held", "", "", ""]
     mean = next(r for r in rows if r["kind"] == "mean")
     assert float(mean["recovery_bound_s"]) == 19.0 and float(mean["recovery_censored"]) == 1.0
     # recovery_s keeps its meaning: observed recoveries only (b has none).
