@@ -698,11 +698,10 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
 
 
 def _comparison_cell(first: Group, second: Group, metric: Metric) -> str:
+    judged = intervals.separation(_metric_interval(first, metric), _metric_interval(second, metric))
     if metric.key == "recovery_bound_s":
-        judged = intervals.separation(first.recovery_interval(), second.recovery_interval())
         values = ([v for v, _ in first.recovery_points()], [v for v, _ in second.recovery_points()])
     else:
-        judged = intervals.separation(first.interval(metric), second.interval(metric))
         values = (first.values(metric), second.values(metric))
     if judged != "overlap":
         return judged
@@ -742,6 +741,68 @@ def comparisons_section(groups: Sequence[Group]) -> str:
     for first, second in pairs:
         cells = [_comparison_cell(first, second, m) for m in metrics]
         lines.append(f"| {first.label} | {second.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _finding(
+    first: Group, a: intervals.Interval, second: Group, b: intervals.Interval, metric: Metric
+) -> str:
+    """The sentence for two groups whose intervals for the figure separate."""
+    (low_group, low), (high_group, high) = sorted(
+        ((first, a), (second, b)), key=lambda pair: pair[1].estimate
+    )
+    return (
+        f"{low_group.label} had a lower {metric.label} than {high_group.label}: "
+        f"{_interval_text(metric, low, 0)} against {_interval_text(metric, high, 0)}."
+    )
+
+
+def findings(groups: Sequence[Group]) -> str:
+    """What the runs show, written from the verdicts and the intervals alone: loss over every
+    run; for each compared pair, each figure whose intervals separate as a sentence, the
+    figures whose intervals overlap as "no difference shown", and those not judged and why."""
+    runs = [run for group in groups for run in group.runs]
+    judged = [run for run in runs if run.holds is not None]
+    violated = [run for run in judged if run.holds is False]
+    lines = ["## What this study shows", ""]
+    if not judged:
+        lines.append("- Loss: no run has a verdict, so nothing is said about loss.")
+    elif not violated:
+        lines.append(
+            f"- Loss: no run lost an acknowledged message ({len(judged)} of {len(judged)} "
+            "runs with a verdict held their guarantee)."
+        )
+    for group in groups:
+        bad = [run for run in group.runs if run.holds is False]
+        if bad:
+            lost = sum(int((run.summary.get("verdict") or {}).get("lost") or 0) for run in bad)
+            lines.append(
+                f"- Loss: {group.label}: {len(bad)} of {len(group.runs)} runs violated their "
+                f"guarantee, {lost:,} acknowledged messages lost in all."
+            )
+    metrics = [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
+    for first, second in compared_pairs(groups):
+        said, overlap, unjudged = [], [], []
+        for metric in metrics:
+            a, b = _metric_interval(first, metric), _metric_interval(second, metric)
+            verdict = intervals.separation(a, b)
+            if verdict == "separate":
+                assert a is not None and b is not None
+                said.append(_finding(first, a, second, b, metric))
+            elif verdict == "overlap":
+                overlap.append(metric.label)
+            else:
+                unjudged.append(f"{metric.label} ({verdict.removeprefix('not judged: ')})")
+        if overlap:
+            said.append(f"No difference shown in {', '.join(overlap)} (the intervals overlap).")
+        if unjudged:
+            said.append(f"Not judged: {'; '.join(unjudged)}.")
+        lines.append(f"- **{first.label} against {second.label}.** " + " ".join(said))
+    lines += [
+        "",
+        "Each sentence follows from the 95 % intervals above; overlapping intervals say only "
+        "that these repetitions show no difference, not that there is none.",
+    ]
     return "\n".join(lines) + "\n"
 
 

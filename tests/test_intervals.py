@@ -125,3 +125,39 @@ def test_compare_writes_each_groups_intervals_and_judges_each_pair(tmp_path):
     assert float(low["recovery_bound_s"]) == pytest.approx(110 - 43.03 / math.sqrt(3))
     censored_low = next(r for r in rows if r["group"] == thirty.label and r["kind"] == "ci_low")
     assert censored_low["recovery_bound_s"] == ""
+
+
+def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
+    # As above: replayed 2 [0.0, 4.5] at 5 s against 11 [8.5, 13.5] at 30 s separate; every
+    # other compared figure but recovery overlaps; the 30 s recovery is censored. One run at
+    # 30 s lost 7 acknowledged messages.
+    runs = [summary(tmp_path, f"five-{i}", [fault(100.0 + 10 * i, 1.0 + i)]) for i in range(3)] + [
+        summary(tmp_path, "thirty-0", [fault(87.0, 10.0)]),
+        summary(tmp_path, "thirty-1", [fault(92.0, 11.0)], lost=7),
+        summary(tmp_path, "thirty-2", [fault(None, 12.0, bound=135.0)]),
+    ]
+    for directory in runs[3:]:
+        text = (directory / "summary.json").read_text()
+        (directory / "summary.json").write_text(
+            text.replace('"checkpoint_interval_s": 5', '"checkpoint_interval_s": 30')
+        )
+    groups = compare.group_runs(compare.load_runs(runs))
+    five, thirty = sorted(groups, key=lambda g: g.parameters["checkpoint_interval_s"])
+    shown = compare.findings(groups).splitlines()
+    assert shown[0] == "## What this study shows"
+    assert shown[2] == (
+        f"- Loss: {thirty.label}: 1 of 3 runs violated their guarantee, 7 acknowledged "
+        "messages lost in all."
+    )
+    assert shown[3] == (
+        f"- **{thirty.label} against {five.label}.** {five.label} had a lower replayed s/fault "
+        f"than {thirty.label}: 2.0 [0.0, 4.5] against 11.0 [8.5, 13.5]. No difference shown in "
+        "loss, duplicate rate, before p50 ms, before p99 ms (the intervals overlap). Not "
+        "judged: recovery s (a censored recovery has no interval)."
+    )
+    # Without a violation, loss is said once for every run.
+    lossless = compare.group_runs(compare.load_runs(runs[:3]))
+    assert compare.findings(lossless).splitlines()[2] == (
+        "- Loss: no run lost an acknowledged message (3 of 3 runs with a verdict held their "
+        "guarantee)."
+    )

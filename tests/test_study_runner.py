@@ -265,6 +265,10 @@ def test_report_compares_the_complete_runs_with_the_advice(tmp_path, kit):
     assert sorted(r["interval_s"] for r in advice["measured"]) == [3, 15, 150]
     csv_rows = (study_dir / "comparison.csv").read_text().splitlines()
     assert len([row for row in csv_rows if ",run," in row]) == 8
+    # It ends with what the runs show, written from their intervals.
+    assert "## Intervals over repetitions" in text and "## Comparisons" in text
+    assert text.rstrip().endswith("not that there is none.")
+    assert "\n## What this study shows\n" in text
 
 
 def test_command_refuses_a_bad_spec_before_any_run(tmp_path, kit, capsys):

@@ -434,7 +434,7 @@ def write_report(
             "the cause, or run `python -m analysis summarize` on them, then start the study "
             "again to write its report"
         )
-    compare.compare(run_dirs, study_dir)
+    groups = compare.compare(run_dirs, study_dir)
     comparison = (study_dir / "comparison.md").read_text(encoding="utf-8")
     comparison = comparison.replace("# Comparison", "## Comparison", 1).replace(
         "\n## Plots", "\n### Plots", 1
@@ -470,6 +470,7 @@ def write_report(
         *_time_section(
             plan, results_dir, len(missing), len(missing) - len(unsummarised), analysis_s
         ),
+        compare.findings(groups),
     ]
     path = study_dir / REPORT
     write_atomic(path, "\n".join(lines).rstrip() + "\n")
