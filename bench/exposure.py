@@ -33,7 +33,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import testhosts  # noqa: E402  (tests/lab: the test hosts' own addresses and SSH)
-from labutil import tcp_connects  # noqa: E402
+from labutil import LabError, bridge_address_and_routes, tcp_connects  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "exposure.json"
 # On the lab's bridge, in no inventory (the firewall lab test uses the same one).
@@ -100,29 +100,11 @@ def reaches(address: str, port: int, source: str | None = None) -> bool:
 def outside_address(second_routes: dict[str, str]) -> Iterator[None]:
     """OUTSIDE_ADDRESS on the lab bridge, and a route to each second address through its host's
     cluster address, for as long as the block runs."""
-    steps = [
-        (
-            ["ip", "addr", "add", f"{OUTSIDE_ADDRESS}/32", "dev", testhosts.BRIDGE],
-            ["ip", "addr", "del", f"{OUTSIDE_ADDRESS}/32", "dev", testhosts.BRIDGE],
-        )
-    ] + [
-        (
-            ["ip", "route", "add", f"{second}/32", "via", via, "dev", testhosts.BRIDGE],
-            ["ip", "route", "del", f"{second}/32"],
-        )
-        for second, via in second_routes.items()
-    ]
-    undo: list[list[str]] = []
     try:
-        for do, undo_step in steps:
-            done = subprocess.run(do, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                sys.exit(f"{' '.join(do)}: {done.stderr}")
-            undo.append(undo_step)
-        yield
-    finally:
-        for step in reversed(undo):
-            subprocess.run(step, capture_output=True, check=False)
+        with bridge_address_and_routes(testhosts.BRIDGE, OUTSIDE_ADDRESS, second_routes):
+            yield
+    except LabError as error:
+        sys.exit(str(error))
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
+from labutil import bridge_address_and_routes
 
 from conftest import LAB_INVENTORY, on_lab_host, run_playbook, tcp_connects
 
@@ -176,27 +177,10 @@ def test_a_port_the_kit_did_not_open_is_refused_from_another_host(converged, hos
         assert connects_from(node, other, UNOPENED_PORT).stdout.strip() == "OPEN"
 
 
-@contextlib.contextmanager
-def stranger_and_second_route() -> Iterator[None]:
+def stranger_and_second_route() -> contextlib.AbstractContextManager[None]:
     """This machine gains STRANGER_ADDRESS on the lab bridge (an address in no inventory) and a
     route to node2's second address through node2's cluster address."""
-    node2 = f"{SUBNET}12"
-    steps = (
-        (["ip", "addr", "add", f"{STRANGER_ADDRESS}/32", "dev", "lab0"],
-         ["ip", "addr", "del", f"{STRANGER_ADDRESS}/32", "dev", "lab0"]),
-        (["ip", "route", "add", f"{SECOND_ADDRESS}/32", "via", node2, "dev", "lab0"],
-         ["ip", "route", "del", f"{SECOND_ADDRESS}/32"]),
-    )  # fmt: skip
-    undo: list[list[str]] = []
-    try:
-        for do, undo_step in steps:
-            done = subprocess.run(do, capture_output=True, text=True, check=False)
-            assert done.returncode == 0, f"{shlex.join(do)}: {done.stderr}"
-            undo.append(undo_step)
-        yield
-    finally:
-        for step in reversed(undo):
-            subprocess.run(step, check=False)
+    return bridge_address_and_routes("lab0", STRANGER_ADDRESS, {SECOND_ADDRESS: f"{SUBNET}12"})
 
 
 def test_a_kit_port_is_refused_to_an_address_outside_the_inventory(converged):

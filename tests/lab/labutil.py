@@ -84,3 +84,33 @@ def tcp_connects(address: str, port: int, source: str | None = None, timeout_s: 
         except OSError:
             return False
         return True
+
+
+@contextlib.contextmanager
+def bridge_address_and_routes(bridge: str, address: str, routes: dict[str, str]) -> Iterator[None]:
+    """This machine gains `address` on the lab bridge and a route to each key of `routes`
+    through its value (a host's cluster address), for as long as the block runs; undone in
+    reverse, also when a step fails (LabError, naming the step)."""
+    steps = [
+        (
+            ["ip", "addr", "add", f"{address}/32", "dev", bridge],
+            ["ip", "addr", "del", f"{address}/32", "dev", bridge],
+        )
+    ] + [
+        (
+            ["ip", "route", "add", f"{target}/32", "via", via, "dev", bridge],
+            ["ip", "route", "del", f"{target}/32"],
+        )
+        for target, via in routes.items()
+    ]
+    undo: list[list[str]] = []
+    try:
+        for do, undo_step in steps:
+            done = subprocess.run(do, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise LabError(f"{shlex.join(do)}: {done.stderr.strip()}")
+            undo.append(undo_step)
+        yield
+    finally:
+        for step in reversed(undo):
+            subprocess.run(step, capture_output=True, check=False)
