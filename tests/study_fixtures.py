@@ -23,6 +23,7 @@ def fake_kit(root: Path, faults: tuple[str, ...] = FAULT_TYPES) -> Kit:
     """A checkout with this repository's experiment defaults and engines, and the fault types."""
     for relative in (
         "roles/experiment/defaults/main.yml",
+        "roles/experiment/vars/main.yml",
         "roles/experiment/tasks/flink/engine.yml",
         "roles/experiment/tasks/storm/engine.yml",
         "ansible.cfg",

@@ -182,7 +182,7 @@ STUDY_CASES = [
     (STUDY_BASE + "faults:\n  - {fault: meteor}\n", "faults[0].fault", ["meteor"]),
     (STUDY_BASE + "  warmup_s: 30\n", "parameters.warmup_s", ["covers the whole"]),
     (STUDY_BASE + "name: Big Study\n", "name", ["lower-case"]),
-    (STUDY_BASE.replace("rate: 1000", "rate: -3"), "parameters", ["rate must be above 0"]),
+    (STUDY_BASE.replace("rate: 1000", "rate: -3"), "parameters.rate", ["-3", "above 0"]),
 ]
 
 

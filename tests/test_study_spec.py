@@ -222,6 +222,23 @@ parameters:
             "faults[1]",
             ["same run names as faults[0]", "label"],
         ),
+        # The experiment's own ranges, before any run: every run would refuse these.
+        (
+            BASE + "  checkpoint_interval_s: [5, 0]\n",
+            "parameters.checkpoint_interval_s[1]",
+            ["0 must be a whole number of at least 1", "the experiment refuses it"],
+        ),
+        (
+            BASE + "  storm_message_timeout_s: 2.5\n",
+            "parameters.storm_message_timeout_s",
+            ["2.5 must be a whole number of at least 1"],
+        ),
+        (
+            BASE + "  quiet_s: -1\n",
+            "parameters.quiet_s",
+            ["at least 0 (0 derives it or turns it off)"],
+        ),
+        (BASE + "  rate: 0\n", "parameters.rate", ["must be a number of messages/s above 0"]),
         (BASE + "advice: {mtbf_s: 0}\n", "advice.mtbf_s", ["above 0"]),
         (BASE + "advice: {max_p99_ms: 10}\n", "advice.mtbf_s", ["missing"]),
         (BASE + "name: Big Study\n", "name", ["lower-case"]),

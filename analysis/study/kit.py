@@ -6,6 +6,9 @@
 - Parameters: the keys of roles/experiment/defaults/main.yml without their `experiment_`
   prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
   settings below.
+- Whole-number rules: the keys of `_experiment_positive_numbers` (at least 1) and
+  `_experiment_whole_numbers` (at least 0) in roles/experiment/vars/main.yml, which the
+  experiment's checks loop over.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path("playbooks/experiment.yml")
 EXPERIMENT_DEFAULTS = Path("roles/experiment/defaults/main.yml")
+EXPERIMENT_VARS = Path("roles/experiment/vars/main.yml")
+# The experiment's lists of whole-number settings (roles/experiment/tasks/validate.yml asserts
+# each) and the smallest value each allows.
+WHOLE_NUMBER_RULES = {"_experiment_positive_numbers": 1, "_experiment_whole_numbers": 0}
 ENGINE_TASKS = Path("roles/experiment/tasks")
 FAULT_TYPES = Path("roles/fault/tasks/types")
 PREFIX = "experiment_"
@@ -64,6 +71,8 @@ class Kit:
     defaults: dict[str, Any]
     # Engine -> the parameters that only that engine's runs use.
     engine_parameters: dict[str, frozenset[str]]
+    # Short name -> the smallest whole number the experiment accepts for it.
+    minimums: dict[str, int]
 
     @classmethod
     def load(cls, root: Path = REPO) -> Kit:
@@ -91,12 +100,19 @@ class Kit:
                 "fault schedule settings (analysis/study/kit.py) must be experiment settings"
             )
         faults = {NO_FAULT, *(path.stem for path in (root / FAULT_TYPES).glob("*.yml"))}
+        rules = _yaml_mapping(root / EXPERIMENT_VARS)
+        minimums = {
+            name: minimum
+            for key, minimum in WHOLE_NUMBER_RULES.items()
+            for name in rules.get(key) or {}
+        }
         return cls(
             root=root,
             engines=tuple(engine_parameters),
             faults=tuple(sorted(faults)),
             defaults=defaults,
             engine_parameters=engine_parameters,
+            minimums=minimums,
         )
 
     @property

@@ -34,6 +34,9 @@ TOP_KEYS = (
 FAULT_KEYS = ("fault", "engines", "label", *FAULT_SCHEDULE_PARAMETERS)
 ADVICE_KEYS = ("mtbf_s", "max_p99_ms")
 DEFAULT_MAX_FAILURES = 3
+# The one setting that must be a number above 0 but need not be whole (the experiment's
+# "Check the rate").
+RATE = "rate"
 
 
 class SpecError(Exception):
@@ -151,6 +154,33 @@ def _check_type(source: Path, key: str, values: Sequence[Scalar], default: Any) 
             raise SpecError(source, key, f"{value!r} must be {wanted} (the default is {default!r})")
 
 
+def _check_range(
+    source: Path,
+    key: str,
+    values: Sequence[Scalar],
+    listed: bool,
+    minimum: int | None,
+    positive: bool,
+) -> None:
+    """The experiment's own range rules, so that a study refuses before its first run what
+    every run would refuse: a whole number of at least `minimum` (the experiment's
+    whole-number lists), or a number above 0 (the rate)."""
+    for index, value in enumerate(values):
+        where = f"{key}[{index}]" if listed else key
+        if minimum is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < minimum
+        ):
+            meaning = " (0 derives it or turns it off)" if minimum == 0 else ""
+            raise SpecError(
+                source,
+                where,
+                f"{value!r} must be a whole number of at least {minimum}{meaning}: the "
+                "experiment refuses it (roles/experiment/tasks/validate.yml)",
+            )
+        if positive and not (_is_number(value) and value > 0):
+            raise SpecError(source, where, f"{value!r} must be a number of messages/s above 0")
+
+
 def _mapping(source: Path, key: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(source, key, f"must be a mapping of name: value, not {value!r}")
@@ -248,6 +278,7 @@ def _parameters(
             )
         values, is_list = _values(source, key, given)
         _check_type(source, key, values, kit.defaults[name])
+        _check_range(source, key, values, is_list, kit.minimums.get(name), name == RATE)
         parameters[name] = values
         if is_list:
             listed.append(name)
