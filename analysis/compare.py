@@ -119,6 +119,10 @@ class Metric:
     percent: bool = False
     # The group's row sums the runs' values instead of averaging them (a count of runs).
     summed: bool = False
+    # A fault-timeline figure a run may not observe (the engine never said so while sampled):
+    # a group in which any counted run lacks it gets no interval, since a mean over the
+    # others would lean towards the runs that showed it.
+    timeline: bool = False
 
 
 METRICS = (
@@ -147,10 +151,12 @@ METRICS = (
     Metric("steady_before_p99_ms", "before p99 ms", _steady("before_fault", "p99")),
     Metric("steady_after_p50_ms", "after p50 ms", _steady("after_recovery", "p50")),
     Metric("steady_after_p99_ms", "after p99 ms", _steady("after_recovery", "p99")),
-    Metric("detected_s", "detected s", lambda s: _worst(s, "detected_s")),
-    Metric("engine_whole_s", "whole again s", lambda s: _worst(s, "engine_whole_s")),
-    Metric("first_output_s", "first output s", lambda s: _worst(s, "first_output_s")),
-    Metric("caught_up_s", "caught up s", lambda s: _worst(s, "caught_up_s")),
+    Metric("detected_s", "detected s", lambda s: _worst(s, "detected_s"), timeline=True),
+    Metric("engine_whole_s", "whole again s", lambda s: _worst(s, "engine_whole_s"), timeline=True),
+    Metric(
+        "first_output_s", "first output s", lambda s: _worst(s, "first_output_s"), timeline=True
+    ),
+    Metric("caught_up_s", "caught up s", lambda s: _worst(s, "caught_up_s"), timeline=True),
 )
 # The headline figures given a 95 % interval (comparison.md's Intervals section, the CSV's
 # ci_low and ci_high rows), recovery with them (censored: the Kaplan-Meier median instead).
@@ -327,8 +333,12 @@ class Group:
         return statistics.stdev(values) if len(values) >= 2 else None
 
     def interval(self, metric: Metric) -> intervals.Interval | None:
-        """The mean over the counted runs and its 95 % interval (docs/metrics.md)."""
-        return intervals.mean_interval(self.values(metric))
+        """The mean over the counted runs and its 95 % interval (docs/metrics.md); none, and
+        how many did not observe it, for a timeline figure some counted run lacks."""
+        values = self.values(metric)
+        if metric.timeline and values and self.without(metric):
+            return intervals.unobserved_interval(len(self.counted), self.without(metric))
+        return intervals.mean_interval(values)
 
     def recovery_interval(self) -> intervals.Interval | None:
         """The worst recoveries' mean and 95 % interval, or with any censored run the
@@ -566,7 +576,8 @@ def _flag(value: bool | None) -> str:
 
 
 def csv_table(groups: Sequence[Group]) -> str:
-    """Rows of kind run, mean and sd; every parameter and metric as a column."""
+    """Rows of kind run, mean, sd, ci_low and ci_high; every parameter and metric as a
+    column."""
     parameters = sorted({name for group in groups for name in group.parameters})
     out = text_io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -622,10 +633,13 @@ def _metric_interval(group: Group, metric: Metric) -> intervals.Interval | None:
 
 
 def _interval_end(end: str) -> Callable[[Group, Metric], float | None]:
-    """A CSV row's getter: the low or high end of each metric's 95 % interval (empty with fewer
-    than two counted values, and for a censored recovery)."""
+    """A CSV row's getter: the low or high end of each headline figure's 95 % interval (empty
+    for other metrics, with fewer than two counted values, for a censored recovery and for a
+    timeline figure some run did not observe)."""
 
     def get(group: Group, metric: Metric) -> float | None:
+        if metric.key not in (*INTERVAL_METRICS, "recovery_bound_s"):
+            return None
         interval = _metric_interval(group, metric)
         return None if interval is None else getattr(interval, end)
 
@@ -635,6 +649,8 @@ def _interval_end(end: str) -> Callable[[Group, Metric], float | None]:
 def _interval_text(metric: Metric, interval: intervals.Interval | None, without: int) -> str:
     if interval is None:
         return "–"
+    if interval.unobserved:
+        return interval.text()
     scale, digits = (100.0, 3) if metric.percent else (1.0, 1)
     text = interval.text(digits=digits, scale=scale) + (" %" if metric.percent else "")
     return text + (f", {without} without" if without else "")
@@ -649,10 +665,12 @@ def intervals_section(groups: Sequence[Group]) -> str:
         "Each group's mean over its counted runs and its two-sided 95 % Student t interval "
         "[low, high] (docs/metrics.md); a group of one run has none. Percentages are % of the "
         "run's messages. Recovery and its phases are each run's worst fault, in seconds from "
-        "the fault's start; a group with a censored recovery gives the Kaplan-Meier median of "
-        "its runs instead, a lower bound (`>=`) when fewer than half of them showed their "
-        "recovery. `k without`: counted runs with no value for the figure (no steady state "
-        "reached, a backlog that never caught up while sampled).",
+        "the fault's start. A group with a censored recovery gives the Kaplan-Meier median of "
+        "its runs' recoveries instead, a lower bound (`>=`) when the estimated share still "
+        "unrecovered never falls to one half. A phase (detected, whole again, first output, "
+        "caught up) that some counted run did not observe gets no interval, and says how many "
+        "runs did not. `k without`: counted runs with no steady window for the figure (never "
+        "reached before the fault, none after the recovery).",
         "",
         "| group | n | recovery s | " + " | ".join(m.label for m in metrics) + " |",
         "|---|---|---|" + "---|" * len(metrics),
@@ -669,7 +687,7 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
     """The pairs of groups the Comparisons section judges: every pair up to ALL_PAIRS_UP_TO
     groups; past it, an engine's groups of one fault whose other parameters are equal at
     neighbouring values of its studied setting, and two engines' groups at the same value of
-    their studied settings."""
+    their studied settings whose shared settings agree (any fault of each)."""
     if len(groups) <= ALL_PAIRS_UP_TO:
         return [(a, b) for i, a in enumerate(groups) for b in groups[i + 1 :]]
 
@@ -683,16 +701,33 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
     pairs: list[tuple[Group, Group]] = []
     lines: dict[tuple[str, str, str], list[Group]] = {}
     for group in groups:
-        if isinstance(studied(group), int | float):
+        value = studied(group)
+        if isinstance(value, int | float) and not isinstance(value, bool):
             lines.setdefault((group.engine, group.fault, others(group)), []).append(group)
     for line in lines.values():
         line.sort(key=studied)
         pairs += list(zip(line, line[1:], strict=False))
+
+    def shared_equal(a: Group, b: Group) -> bool:
+        """The settings both engines' runs recorded (other than their studied ones) agree."""
+        sweeps = {SWEEP_PARAMETER.get(a.engine), SWEEP_PARAMETER.get(b.engine)}
+        shared = [
+            name
+            for name in a.parameters.keys() & b.parameters.keys()
+            if name not in sweeps
+            and a.parameters[name] is not None
+            and b.parameters[name] is not None
+        ]
+        return all(_key_value(a.parameters[n]) == _key_value(b.parameters[n]) for n in shared)
+
     pairs += [
         (a, b)
         for i, a in enumerate(groups)
         for b in groups[i + 1 :]
-        if a.engine != b.engine and studied(a) is not None and studied(a) == studied(b)
+        if a.engine != b.engine
+        and studied(a) is not None
+        and studied(a) == studied(b)
+        and shared_equal(a, b)
     ]
     return pairs
 
@@ -744,16 +779,28 @@ def comparisons_section(groups: Sequence[Group]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _without(group: Group, metric: Metric) -> int:
+    if metric.key == "recovery_bound_s":
+        return group.without_recovery()
+    return group.without(metric)
+
+
 def _finding(
     first: Group, a: intervals.Interval, second: Group, b: intervals.Interval, metric: Metric
 ) -> str:
-    """The sentence for two groups whose intervals for the figure separate."""
+    """The sentence for two groups whose intervals for the figure separate, with each group's
+    n and the runs without a value."""
     (low_group, low), (high_group, high) = sorted(
         ((first, a), (second, b)), key=lambda pair: pair[1].estimate
     )
+
+    def shown(group: Group, interval: intervals.Interval) -> str:
+        text = _interval_text(metric, interval, _without(group, metric))
+        return f"{text} (n={len(group.counted)})"
+
     return (
         f"{low_group.label} had a lower {metric.label} than {high_group.label}: "
-        f"{_interval_text(metric, low, 0)} against {_interval_text(metric, high, 0)}."
+        f"{shown(low_group, low)} against {shown(high_group, high)}."
     )
 
 
@@ -775,10 +822,9 @@ def findings(groups: Sequence[Group]) -> str:
     for group in groups:
         bad = [run for run in group.runs if run.holds is False]
         if bad:
-            lost = sum(int((run.summary.get("verdict") or {}).get("lost") or 0) for run in bad)
             lines.append(
                 f"- Loss: {group.label}: {len(bad)} of {len(group.runs)} runs violated their "
-                f"guarantee, {lost:,} acknowledged messages lost in all."
+                f"guarantee: {', '.join(run.verdict_text() for run in bad)}."
             )
     metrics = [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
     for first, second in compared_pairs(groups):

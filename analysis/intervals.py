@@ -4,8 +4,9 @@ whether two groups' intervals separate, and how many repetitions would separate 
 The method (docs/metrics.md, "Intervals over repetitions"): a two-sided 95 % Student t interval
 for the mean over the counted runs, clipped at 0 for figures that cannot be negative. A group
 with a censored recovery gets no interval for its mean recovery (an unseen value may be
-arbitrarily large); it gets the Kaplan-Meier median instead, itself a lower bound when fewer
-than half of its runs showed their recovery.
+arbitrarily large); it gets the Kaplan-Meier median instead, itself a lower bound when the
+estimated share still unrecovered never falls to one half. A figure some run did not observe
+gets no interval at all: a mean over the others would lean towards the runs that showed it.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class Interval:
     censored: int = 0
     # The estimate itself is a lower bound (a Kaplan-Meier median not reached in the runs).
     at_least: bool = False
+    # Runs that did not observe the figure at all (no estimate is given then).
+    unobserved: int = 0
 
     @property
     def has_interval(self) -> bool:
@@ -87,6 +90,8 @@ class Interval:
     def text(self, digits: int = 1, scale: float = 1.0) -> str:
         """`12.3 [10.1, 14.5]`; `12.3 (n=1, no interval)`; for a censored recovery
         `median 92.0 (Kaplan-Meier, 1 of 3 censored, no interval)`."""
+        if self.unobserved:
+            return f"no interval: {self.unobserved} of {self.n} runs did not observe it"
         value = f"{self.estimate * scale:.{digits}f}"
         if self.censored:
             bound = ">= " if self.at_least else ""
@@ -134,6 +139,11 @@ def kaplan_meier_median(points: Sequence[tuple[float, bool]]) -> tuple[float, bo
     return ordered[-1][0], True
 
 
+def unobserved_interval(n: int, unobserved: int) -> Interval:
+    """No estimate for a group in which `unobserved` of its n runs did not observe the figure."""
+    return Interval(math.nan, None, None, n, unobserved=unobserved)
+
+
 def recovery_interval(points: Sequence[tuple[float, bool]]) -> Interval | None:
     """A group's recovery from its runs' (value or lower bound, censored) points: the mean and
     its t interval when no run was censored, else the Kaplan-Meier median."""
@@ -155,6 +165,8 @@ def separation(first: Interval | None, second: Interval | None) -> str:
         return "not comparable: a group has no value"
     if first.censored or second.censored:
         return "not judged: a censored recovery has no interval"
+    if first.unobserved or second.unobserved:
+        return "not judged: a run did not observe it"
     if not (first.has_interval and second.has_interval):
         return "not judged: a group of one run has no interval"
     assert first.low is not None and first.high is not None
@@ -166,23 +178,17 @@ def separation(first: Interval | None, second: Interval | None) -> str:
 
 def repetitions_to_separate(first: Sequence[float], second: Sequence[float]) -> int | None:
     """The smallest number of repetitions per group at which two intervals with the groups'
-    observed means and pooled spread would no longer overlap (each half-width
-    t(n-1) * s / sqrt(n), so 2 * t(n-1) * s / sqrt(n) < the difference of the means). None
-    when it cannot be projected (a group of fewer than two, equal means) or needs more than
-    MAX_REPETITIONS."""
+    observed means and standard deviations would no longer overlap (half-widths
+    t(n-1) * s1 / sqrt(n) and t(n-1) * s2 / sqrt(n), so t(n-1) * (s1 + s2) / sqrt(n) < the
+    difference of the means). None when it cannot be projected (a group of fewer than two,
+    equal means) or needs more than MAX_REPETITIONS."""
     if len(first) < 2 or len(second) < 2:
         return None
     difference = abs(statistics.fmean(first) - statistics.fmean(second))
     if difference == 0:
         return None
-    pooled = math.sqrt(
-        (
-            (len(first) - 1) * statistics.variance(first)
-            + (len(second) - 1) * statistics.variance(second)
-        )
-        / (len(first) + len(second) - 2)
-    )
+    spread = statistics.stdev(first) + statistics.stdev(second)
     for n in range(2, MAX_REPETITIONS + 1):
-        if 2 * t_critical(n - 1) * pooled / math.sqrt(n) < difference:
+        if t_critical(n - 1) * spread / math.sqrt(n) < difference:
             return n
     return None

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import processes  # noqa: E402  (tests/lab/processes.py, shared with the test-host scripts)
-from labutil import tcp_connects  # noqa: E402  (shared with the benches; tests import it here)
+
+# Shared with the benches; the tests import them from here.
+from labutil import bridge_address_and_routes, tcp_connects  # noqa: E402, F401
 
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too):

@@ -146,13 +146,13 @@ def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
     shown = compare.findings(groups).splitlines()
     assert shown[0] == "## What this study shows"
     assert shown[2] == (
-        f"- Loss: {thirty.label}: 1 of 3 runs violated their guarantee, 7 acknowledged "
-        "messages lost in all."
+        f"- Loss: {thirty.label}: 1 of 3 runs violated their guarantee: VIOLATED (7 lost)."
     )
     assert shown[3] == (
         f"- **{thirty.label} against {five.label}.** {five.label} had a lower replayed s/fault "
-        f"than {thirty.label}: 2.0 [0.0, 4.5] against 11.0 [8.5, 13.5]. No difference shown in "
-        "loss, duplicate rate, before p50 ms, before p99 ms (the intervals overlap). Not "
+        f"than {thirty.label}: 2.0 [0.0, 4.5] (n=3) against 11.0 [8.5, 13.5] (n=3). No "
+        "difference shown in loss, duplicate rate, before p50 ms, before p99 ms (the intervals "
+        "overlap). Not "
         "judged: recovery s (a censored recovery has no interval)."
     )
     # Without a violation, loss is said once for every run.
@@ -161,3 +161,24 @@ def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
         "- Loss: no run lost an acknowledged message (3 of 3 runs with a verdict held their "
         "guarantee)."
     )
+
+
+def test_a_phase_some_run_did_not_observe_gets_no_interval(tmp_path):
+    # Whole again 50 and 60 s after the fault in two runs; the third never said so: a mean over
+    # the two would lean towards the runs that showed it.
+    runs = []
+    for name, whole in (("a", 50.0), ("b", 60.0), ("c", None)):
+        entry = fault(100.0, 1.0) | {"engine_whole_s": whole, "detected_s": 10.0}
+        runs.append(summary(tmp_path, name, [entry]))
+    (group,) = compare.group_runs(compare.load_runs(runs))
+    whole = group.interval(compare._metric("engine_whole_s"))
+    assert whole is not None and whole.text() == "no interval: 1 of 3 runs did not observe it"
+    detected = group.interval(compare._metric("detected_s"))
+    assert detected is not None and detected.text() == "10.0 [10.0, 10.0]"
+    assert intervals.separation(whole, detected) == "not judged: a run did not observe it"
+    # Nor does the CSV give one, and metrics outside the headline figures get none either.
+    out = tmp_path / "cmp"
+    compare.compare(runs, out)
+    low = next(r for r in csv.DictReader((out / "comparison.csv").open()) if r["kind"] == "ci_low")
+    assert low["engine_whole_s"] == "" and low["detected_s"] == "10.0"
+    assert low["recovery_s"] == "" and low["latency_p50_ms"] == ""

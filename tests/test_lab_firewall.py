@@ -21,9 +21,14 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
-from labutil import bridge_address_and_routes
 
-from conftest import LAB_INVENTORY, on_lab_host, run_playbook, tcp_connects
+from conftest import (
+    LAB_INVENTORY,
+    bridge_address_and_routes,
+    on_lab_host,
+    run_playbook,
+    tcp_connects,
+)
 
 pytestmark = pytest.mark.lab
 

@@ -199,7 +199,17 @@ parameters:
         (
             BASE + "faults:\n  - {fault: network_delay, delay_ms: -5}\n",
             "faults[0].delay_ms",
-            ["negative"],
+            ["-5 must be a whole number of at least 0"],
+        ),
+        (
+            BASE + "faults:\n  - {fault: node_down, fault_count: 0}\n",
+            "faults[0].fault_count",
+            ["0 must be a whole number of at least 1", "the experiment refuses it"],
+        ),
+        (
+            BASE + "faults:\n  - {fault: node_down, fault_at_s: [2, 2.5]}\n",
+            "faults[0].fault_at_s[1]",
+            ["2.5 must be a whole number of at least 0"],
         ),
         (BASE + "faults:\n  - {fault: node_down, at: 5}\n", "faults[0].at", ["not a fault"]),
         (

@@ -108,15 +108,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _whole(source: Path, key: str, value: Any, minimum: int) -> int:
+def _whole(source: Path, key: str, value: Any, minimum: int, why: str = "") -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise SpecError(source, key, f"{value!r} must be a whole number of at least {minimum}")
+        raise SpecError(source, key, f"{value!r} must be a whole number of at least {minimum}{why}")
     return value
 
 
-def _positive(source: Path, key: str, value: Any) -> float:
+def _positive(source: Path, key: str, value: Any, what: str = "a number") -> float:
     if not _is_number(value) or not value > 0:
-        raise SpecError(source, key, f"{value!r} must be a number above 0")
+        raise SpecError(source, key, f"{value!r} must be {what} above 0")
     return float(value)
 
 
@@ -167,18 +167,12 @@ def _check_range(
     whole-number lists), or a number above 0 (the rate)."""
     for index, value in enumerate(values):
         where = f"{key}[{index}]" if listed else key
-        if minimum is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < minimum
-        ):
+        if minimum is not None:
             meaning = " (0 derives it or turns it off)" if minimum == 0 else ""
-            raise SpecError(
-                source,
-                where,
-                f"{value!r} must be a whole number of at least {minimum}{meaning}: the "
-                "experiment refuses it (roles/experiment/tasks/validate.yml)",
-            )
-        if positive and not (_is_number(value) and value > 0):
-            raise SpecError(source, where, f"{value!r} must be a number of messages/s above 0")
+            why = f"{meaning}: the experiment refuses it (roles/experiment/tasks/validate.yml)"
+            _whole(source, where, value, minimum, why)
+        if positive:
+            _positive(source, where, value, "a number of messages/s")
 
 
 def _mapping(source: Path, key: str, value: Any) -> Mapping[str, Any]:
@@ -340,9 +334,7 @@ def _faults(source: Path, value: Any, kit: Kit, engines: Sequence[str]) -> tuple
                 )
             values, is_list = _values(source, f"{key}.{name}", entry[name])
             _check_type(source, f"{key}.{name}", values, 0 if kind == "number" else "")
-            for item in values:
-                if kind == "number" and item < 0:  # type: ignore[operator]
-                    raise SpecError(source, f"{key}.{name}", f"{item!r} must not be negative")
+            _check_range(source, f"{key}.{name}", values, is_list, kit.minimums.get(name), False)
             schedule[name] = values
             if is_list:
                 listed.append(name)
