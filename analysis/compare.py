@@ -652,7 +652,7 @@ def _interval_text(metric: Metric, interval: intervals.Interval | None, without:
     if interval.unobserved:
         return interval.text()
     scale, digits = (100.0, 3) if metric.percent else (1.0, 1)
-    text = interval.text(digits=digits, scale=scale) + (" %" if metric.percent else "")
+    text = interval.text(digits=digits, scale=scale, unit=" %" if metric.percent else "")
     return text + (f", {without} without" if without else "")
 
 
@@ -759,8 +759,8 @@ def comparisons_section(groups: Sequence[Group]) -> str:
         "",
         "Whether two groups' 95 % intervals separate (no common value: a difference shown) or "
         "overlap (no difference shown at this number of repetitions). Where they overlap, the "
-        "repetitions per group at which intervals as wide as the observed spread gives (pooled "
-        "sample standard deviation) would no longer overlap, if the two means held: a "
+        "repetitions per group at which intervals as wide as each group's observed sample "
+        "standard deviation gives would no longer overlap, if the two means held: a "
         "projection, not a promise. A censored recovery has no interval, so it is not judged."
         + (
             ""

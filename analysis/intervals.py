@@ -87,12 +87,13 @@ class Interval:
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
 
-    def text(self, digits: int = 1, scale: float = 1.0) -> str:
+    def text(self, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
         """`12.3 [10.1, 14.5]`; `12.3 (n=1, no interval)`; for a censored recovery
-        `median 92.0 (Kaplan-Meier, 1 of 3 censored, no interval)`."""
+        `median 92.0 (Kaplan-Meier, 1 of 3 censored, no interval)`. `unit` follows each number
+        (` %`)."""
         if self.unobserved:
             return f"no interval: {self.unobserved} of {self.n} runs did not observe it"
-        value = f"{self.estimate * scale:.{digits}f}"
+        value = f"{self.estimate * scale:.{digits}f}{unit}"
         if self.censored:
             bound = ">= " if self.at_least else ""
             return (
@@ -102,7 +103,8 @@ class Interval:
         if not self.has_interval:
             return f"{value} (n={self.n}, no interval)"
         assert self.low is not None and self.high is not None
-        return f"{value} [{self.low * scale:.{digits}f}, {self.high * scale:.{digits}f}]"
+        low, high = self.low * scale, self.high * scale
+        return f"{value} [{low:.{digits}f}{unit}, {high:.{digits}f}{unit}]"
 
 
 def mean_interval(values: Sequence[float], floor: float | None = 0.0) -> Interval | None:

@@ -103,6 +103,8 @@ def test_compare_writes_each_groups_intervals_and_judges_each_pair(tmp_path):
     # Replayed 2 [0.0, 4.5] (half-width 2.484, clipped at 0) and 11 [8.5, 13.5]: separate.
     assert f"| {five.label} | 3 | 110.0 [85.2, 134.8] | " in table
     assert "| 2.0 [0.0, 4.5] |" in table and "| 11.0 [8.5, 13.5] |" in table
+    # A share carries its unit after each number: every run's duplicate rate is 1 %.
+    assert "| 1.000 % [1.000 %, 1.000 %] |" in table
     assert f"| {thirty.label} | 3 | median 92.0 (Kaplan-Meier, 1 of 3 censored, no interval) |" in (
         table
     )
