@@ -791,12 +791,30 @@ def cmd_down() -> int:
     return 0
 
 
+def refuse_the_demos_firewall() -> None:
+    """The kit's own nftables table on this machine (what `make demo` loads on the embedded
+    default) admits only 127.0.0.1 to the kit's ports, so the test hosts could not reach a
+    driver or collector running here: say so before anything is built."""
+    if shutil.which("nft") is None:
+        return
+    listed = subprocess.run(
+        ["nft", "list", "table", "inet", "streamlab"], capture_output=True, text=True, check=False
+    )
+    if listed.returncode == 0:
+        raise LabError(
+            "this machine has the kit's nftables table inet streamlab (left by make demo on the "
+            "embedded default): it refuses the test hosts' connections to drivers run here. "
+            "Remove it first: nft delete table inet streamlab"
+        )
+
+
 def cmd_up(count: int, fresh: bool) -> int:
     """Create or repair node1..nodeN and write the inventory."""
     if not 1 <= count <= MAX_HOSTS:
         raise LabError(f"--hosts must be between 1 and {MAX_HOSTS}")
     require_root()
     require_tools("ip", "unshare", "mount", "hostname", "ssh", "ssh-keygen")
+    refuse_the_demos_firewall()
     if fresh:
         cmd_down()
     hosts = [Host(i) for i in range(1, count + 1)]
