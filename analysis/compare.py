@@ -676,11 +676,17 @@ def intervals_section(groups: Sequence[Group]) -> str:
         "|---|---|---|" + "---|" * len(metrics),
     ]
     for group in groups:
-        recovery = group.recovery_interval()
-        cells = [_interval_text(_metric("recovery_bound_s"), recovery, group.without_recovery())]
-        cells += [_interval_text(m, group.interval(m), group.without(m)) for m in metrics]
+        cells = [
+            _interval_text(m, _metric_interval(group, m), _without(group, m))
+            for m in (_metric("recovery_bound_s"), *metrics)
+        ]
         lines.append(f"| {group.label} | {len(group.counted)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _compared_metrics() -> list[Metric]:
+    """The figures the Comparisons section and the findings judge, recovery last."""
+    return [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
 
 
 def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
@@ -734,10 +740,7 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
 
 def _comparison_cell(first: Group, second: Group, metric: Metric) -> str:
     judged = intervals.separation(_metric_interval(first, metric), _metric_interval(second, metric))
-    if metric.key == "recovery_bound_s":
-        values = ([v for v, _ in first.recovery_points()], [v for v, _ in second.recovery_points()])
-    else:
-        values = (first.values(metric), second.values(metric))
+    values = (_observed(first, metric), _observed(second, metric))
     if judged != "overlap":
         return judged
     needed = intervals.repetitions_to_separate(*values)
@@ -753,7 +756,7 @@ def comparisons_section(groups: Sequence[Group]) -> str:
     pairs = compared_pairs(groups)
     if not pairs:
         return ""
-    metrics = [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
+    metrics = _compared_metrics()
     lines = [
         "## Comparisons",
         "",
@@ -777,6 +780,13 @@ def comparisons_section(groups: Sequence[Group]) -> str:
         cells = [_comparison_cell(first, second, m) for m in metrics]
         lines.append(f"| {first.label} | {second.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _observed(group: Group, metric: Metric) -> list[float]:
+    """The values an interval of the metric is taken over (recovery: values and bounds)."""
+    if metric.key == "recovery_bound_s":
+        return [value for value, _ in group.recovery_points()]
+    return group.values(metric)
 
 
 def _without(group: Group, metric: Metric) -> int:
@@ -826,7 +836,7 @@ def findings(groups: Sequence[Group]) -> str:
                 f"- Loss: {group.label}: {len(bad)} of {len(group.runs)} runs violated their "
                 f"guarantee: {', '.join(run.verdict_text() for run in bad)}."
             )
-    metrics = [_metric(key) for key in COMPARED_METRICS] + [_metric("recovery_bound_s")]
+    metrics = _compared_metrics()
     for first, second in compared_pairs(groups):
         said, overlap, unjudged = [], [], []
         for metric in metrics:
