@@ -29,7 +29,7 @@ SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
 RUN_RECORD = "run.json"
 # Per-run names and collector stop settings: they differ between repetitions, not treatments;
-# the start lead follows from the fault, which groups the runs already.
+# the start lead follows from the fault and its fault_at_s, which group the runs already.
 IGNORED_PARAMETERS = frozenset(
     {
         "input_topic",
