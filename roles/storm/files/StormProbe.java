@@ -54,7 +54,7 @@ import org.apache.storm.utils.Utils;
 
 public final class StormProbe {
     private static final String ALL_TIME = ":all-time";
-    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "code", "submitted", "kill", "watch", "running", "gone");
+    private static final List<String> COMMANDS = List.of("cluster", "topology", "conf", "code", "submitted", "evidence", "kill", "watch", "running", "gone");
     // How often running and gone ask Nimbus (one Thrift call on an open connection each).
     private static final long WAIT_POLL_MS = 500;
 
@@ -75,9 +75,9 @@ public final class StormProbe {
         if (args.length == 0 || !COMMANDS.contains(args[0])
                 || (!args[0].equals("cluster") && args.length < 2)
                 || (args[0].equals("watch") && args.length < 4)
-                || ((args[0].equals("running") || args[0].equals("gone")) && args.length < 3)) {
+                || ((args[0].equals("running") || args[0].equals("gone") || args[0].equals("evidence")) && args.length < 3)) {
             System.err.println("usage: StormProbe cluster | topology <name> | conf <name> | code <name> | submitted <name>"
-                    + " | kill <name> <wait_s>"
+                    + " | evidence <name> <wait_s> | kill <name> <wait_s>"
                     + " | watch <name> <interval_ms> <stop_file> | running <name> <timeout_s> | gone <name> <timeout_s>");
             return 64;
         }
@@ -86,6 +86,9 @@ public final class StormProbe {
         }
         if (args[0].equals("running") || args[0].equals("gone")) {
             return waitFor(args[0].equals("running"), args[1], Long.parseLong(args[2]) * 1000, out);
+        }
+        if (args[0].equals("evidence")) {
+            return evidence(args[1], Long.parseLong(args[2]) * 1000, out);
         }
         Map<String, Object> conf = Utils.readStormConfig();
         try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
@@ -175,6 +178,44 @@ public final class StormProbe {
             if (nimbus != null) {
                 nimbus.close();
             }
+        }
+    }
+
+    /**
+     * What an experiment keeps of the topology once it has run, in one JVM: its statistics as
+     * `topology` prints them, once they count an acked spout tuple (workers report every
+     * executor.metrics.frequency.secs, so the first answer may predate the run) or after timeoutMs,
+     * and what `submitted` prints. Prints {"topology", "conf", "code", "waited_ms"} or {"error"};
+     * exit 0, 2 when Nimbus knows no such topology, 3 when it cannot be asked.
+     */
+    private static int evidence(String name, long timeoutMs, PrintStream out) {
+        Map<String, Object> conf = Utils.readStormConfig();
+        long start = System.currentTimeMillis();
+        try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
+            Map<String, Object> topology = topology(nimbus.getClient().getTopologyInfoByName(name));
+            while (((Number) topology.get("spout_acked")).longValue() == 0
+                    && System.currentTimeMillis() - start < timeoutMs) {
+                Thread.sleep(WAIT_POLL_MS);
+                topology = topology(nimbus.getClient().getTopologyInfoByName(name));
+            }
+            String id = topologyId(nimbus.getClient(), name);
+            Map<String, Object> answer = new LinkedHashMap<>();
+            answer.put("topology", topology);
+            answer.put("conf", topologyConf(nimbus.getClient(), id));
+            answer.put("code", topologyCode(nimbus.getClient(), id));
+            answer.put("waited_ms", System.currentTimeMillis() - start);
+            out.println(JSONValue.toJSONString(answer));
+            return 0;
+        } catch (NotAliveException e) {
+            out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + name)));
+            return 2;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            out.println(JSONValue.toJSONString(Map.of("error", "interrupted")));
+            return 3;
+        } catch (Exception e) {
+            out.println(JSONValue.toJSONString(Map.of("error", "Nimbus unreachable: " + e)));
+            return 3;
         }
     }
 
