@@ -360,6 +360,10 @@ def test_ansible_experiment_runs_the_playbook_with_the_runs_settings(tmp_path, k
     assert seen["project_dir"] == str(kit.root)
     assert seen["extravars"]["run_id"] == run.run_id
     assert seen["envvars"]["ANSIBLE_CONFIG"] == str(kit.root / "ansible.cfg")
+    # One fact cache for every run of the study, never expired while it runs.
+    assert seen["envvars"]["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == experiment.facts.name
+    assert Path(experiment.facts.name).is_dir()
+    assert seen["envvars"]["ANSIBLE_CACHE_PLUGIN_TIMEOUT"] == "0"
     assert "inventory" not in seen  # ansible.cfg's, as ansible-playbook takes it
     assert result.rc == 2 and "FAILED!" in result.output_tail
     assert result.log is not None and "fatal: [node1]" in Path(result.log).read_text()

@@ -2,8 +2,8 @@
 
 The way bench/lab_playbooks.py and the tests drive playbooks: a private data directory per
 run, this checkout as the project, its ansible.cfg, and the ansible-playbook beside this
-interpreter. The playbook's output goes to results/<study>/logs/<run id>-<UTC time>.log; the
-task being run is reported as the run's phase.
+interpreter; the hosts' facts are gathered once per study. The playbook's output goes to
+results/<study>/logs/<run id>-<UTC time>.log; the task being run is reported as the run's phase.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ class AnsibleExperiment:
         self.inventory = inventory
         self.log_dir = log_dir
         self.cancel = cancel or StopSwitch()
+        # The hosts' facts, gathered by the study's first run and read from here by the next
+        # (ansible.cfg gathers smart): the hosts do not change between runs of one study. Gone
+        # with this process, so a resumed study gathers them again.
+        self.facts = tempfile.TemporaryDirectory(prefix="streamlab-study-facts-")
 
     def __call__(
         self, run: PlannedRun, extravars: dict[str, Any], on_phase: Callable[[str], None]
@@ -70,6 +74,9 @@ class AnsibleExperiment:
                     "ANSIBLE_CONFIG": str(self.kit.root / "ansible.cfg"),
                     "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_FORCE_COLOR": "0",
+                    "ANSIBLE_CACHE_PLUGIN": "ansible.builtin.jsonfile",
+                    "ANSIBLE_CACHE_PLUGIN_CONNECTION": self.facts.name,
+                    "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
                 },
                 event_handler=on_event,
                 cancel_callback=self.cancel.cancel,
