@@ -120,6 +120,29 @@ def test_preflight_refuses_a_firewall_the_kit_cannot_open(
     assert message in " ".join(run.output.split()), run.output[-3000:]
 
 
+def test_preflight_refuses_the_kits_table_where_nftables_refuses_root(tmp_path):
+    """As nft answers in an unprivileged container: the table is never half loaded by site.yml."""
+    envvars = stand_ins(tmp_path)
+    nft = tmp_path / "bin" / "nft"
+    nft.write_text(
+        "#!/bin/sh\necho 'Error: Could not process rule: Operation not permitted' >&2\nexit 1\n"
+    )
+    nft.chmod(0o755)
+    inventory = local_inventory(tmp_path)
+    run = preflight(tmp_path, inventory, envvars)
+    assert run.rc != 0, run.output[-3000:]
+    said = " ".join(run.output.split())
+    assert (
+        "The kit's own nftables table is wanted on localhost (firewall_enabled: auto, no "
+        "firewalld runs), but root may not load nftables tables there (Error: Could not process "
+        "rule: Operation not permitted)" in said
+    ), run.output[-3000:]
+    assert "Set firewall_enabled: false for this host" in said
+    # Off, the table is not wanted and nft is not asked.
+    run = preflight(tmp_path, inventory, envvars, {"firewall_enabled": False})
+    assert run.rc == 0, run.output[-3000:]
+
+
 def test_preflight_passes_an_inactive_ufw_and_a_firewalld_with_addresses(tmp_path):
     programs = stand_ins(tmp_path, ufw=UFW_INACTIVE, firewall_cmd=FIREWALLD_RUNNING)
     extravars = {"firewall_extra_sources": ["10.0.0.0/24", "fd00::5"]}
