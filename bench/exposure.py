@@ -28,12 +28,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import testhosts  # noqa: E402  (tests/lab: the test hosts' own addresses and SSH)
-from labutil import LabError, bridge_address_and_routes, tcp_connects  # noqa: E402
+from labutil import (  # noqa: E402
+    LabError,
+    bridge_address_and_routes,
+    lab_group_vars,
+    tcp_connects,
+)
 
 OUT = REPO / "bench" / "out" / "exposure.json"
 # On the lab's bridge, in no inventory (the firewall lab test uses the same one).
@@ -42,7 +45,6 @@ TABLE = "inet streamlab"
 TABLE_FILE = "/etc/streamlab/firewall.nft"
 CONNECT_TIMEOUT_S = 2.0
 SSH_PORT = 22
-LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
 
 # Run on each host: its listening TCP sockets, each with the supervisord program whose process
 # tree holds the socket's process (or the process's own name when no program does).
@@ -157,7 +159,7 @@ def check_outside_address_works(hosts: list[testhosts.Host]) -> None:
 
 def lab_options() -> str:
     """The opt-in security the lab's group vars turn on, as a note."""
-    group_vars = yaml.safe_load(LAB_GROUP_VARS.read_text()) or {}
+    group_vars = lab_group_vars()
     names = ("kafka_sasl_enabled", "flink_tls_internal", "flink_tls_rest", "spark_authenticate")
     on = [name for name in names if group_vars.get(name)]
     return (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -31,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 import processes  # noqa: E402  (tests/lab/processes.py, shared with the test-host scripts)
 
 # Shared with the benches; the tests import them from here.
-from labutil import bridge_address_and_routes, tcp_connects  # noqa: E402, F401
+from labutil import bridge_address_and_routes, lab_group_vars, tcp_connects  # noqa: E402, F401
 
 LAB_INVENTORY = REPO / "inventory" / "lab" / "hosts.yml"
 # Messages per second of the lab tests' experiments (tests/studies/lab-study.yml says it too):
@@ -517,15 +516,8 @@ def role_default(role: str, name: str) -> object:
     return yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())[name]
 
 
-LAB_GROUP_VARS = REPO / "inventory" / "lab" / "group_vars" / "all.yml"
 # The Kafka client properties file an experiment writes on the hosts its clients start on.
 LAB_KAFKA_CLIENT_CONFIG = "/etc/streamlab/kafka-client.properties"
-
-
-@functools.cache
-def lab_group_vars() -> dict:
-    """inventory/lab/group_vars/all.yml, read once per process."""
-    return yaml.safe_load(LAB_GROUP_VARS.read_text())
 
 
 def lab_inventory_copy(directory: Path, change: Callable[[dict], object]) -> Path:

@@ -4,6 +4,7 @@ and the benches."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 import socket
 import subprocess
@@ -114,3 +115,16 @@ def bridge_address_and_routes(bridge: str, address: str, routes: dict[str, str])
     finally:
         for step in reversed(undo):
             subprocess.run(step, capture_output=True, check=False)
+
+
+LAB_GROUP_VARS = (
+    Path(__file__).resolve().parents[2] / "inventory" / "lab" / "group_vars" / "all.yml"
+)
+
+
+@functools.cache
+def lab_group_vars() -> dict:
+    """inventory/lab/group_vars/all.yml, read once per process (the tests and the benches)."""
+    import yaml  # only the callers that read the lab's settings need it, never the lab scripts
+
+    return yaml.safe_load(LAB_GROUP_VARS.read_text()) or {}
