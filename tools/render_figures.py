@@ -45,6 +45,9 @@ BENCHES: dict[str, str] = {
     "nftables table (`bench/exposure.py`)",
     "bench/analysis_timing.py": "the PySpark analysis of 1M and 10M records, locally and on the "
     "Spark cluster",
+    "bench/phase_compare.py": "where a run's time goes, per phase, for the kit before and after a "
+    "change, measured alternately on the same test hosts, and the floor no change to the kit's "
+    "steps removes",
 }
 
 # Figures the README once quoted whose data (bench/out/, run directories) is gone.
