@@ -3,11 +3,11 @@
 The producer (`python -m producer.produce ... --start-file F`) opens its Kafka client, writes
 F.ready and waits until F exists. Once F.ready is there, the playbook fixes the instant:
 
-    python -m producer.start --file F --lead-ms 1000   (5000 when a fault is to start)
+    python -m producer.start --file F --lead-ms 1000   (more when a fault is due under 5 s in)
 
 writes now + lead (epoch ms on this host's clock) to F in one rename and prints it, and the
-faults are scheduled against the same instant. The lead then has to cover only what the playbook
-does after fixing the instant (starting the faults), never the producer's own start, which takes
+faults are scheduled against the same instant. The lead then has to cover only the hand-over of
+F (and, with fault_at_s, starting the faults), never the producer's own start, which takes
 seconds as an Ansible `async` task on loaded hosts (docs/experiments.md).
 """
 

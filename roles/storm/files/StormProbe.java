@@ -186,7 +186,8 @@ public final class StormProbe {
      * `topology` prints them, once they count an acked spout tuple (workers report every
      * executor.metrics.frequency.secs, so the first answer may predate the run) or after timeoutMs,
      * and what `submitted` prints. Prints {"topology", "conf", "code", "waited_ms"} or {"error"};
-     * exit 0, 2 when Nimbus knows no such topology, 3 when it cannot be asked.
+     * exit 0, 2 when Nimbus knows no such topology, 3 when it cannot be asked, 4 when no report
+     * counted an acked tuple within timeoutMs (the answer is still printed).
      */
     private static int evidence(String name, long timeoutMs, PrintStream out) {
         Map<String, Object> conf = Utils.readStormConfig();
@@ -205,7 +206,7 @@ public final class StormProbe {
             answer.put("code", topologyCode(nimbus.getClient(), id));
             answer.put("waited_ms", System.currentTimeMillis() - start);
             out.println(JSONValue.toJSONString(answer));
-            return 0;
+            return ((Number) topology.get("spout_acked")).longValue() > 0 ? 0 : 4;
         } catch (NotAliveException e) {
             out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + name)));
             return 2;
