@@ -29,7 +29,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from analysis.study.report import AROUND, phase_medians  # noqa: E402
+from analysis.study.report import AROUND, phase_medians, producing_s  # noqa: E402
 
 FLOOR_PHASES = ("submit", "ready", "stop")
 
@@ -57,15 +57,11 @@ def steps_s(run_dir: Path) -> tuple[str, float] | None:
     recovery, the rest the kit's own steps."""
     record = json.loads((run_dir / "run.json").read_text())
     phases = record.get("phases") or []
-    produced = run_dir / "produced.summary.json"
-    if not phases or not produced.is_file():
-        return None
-    summary = json.loads(produced.read_text())
-    if summary.get("start_ms") is None or summary.get("end_ms") is None:
+    sending = producing_s(run_dir)
+    if not phases or sending is None:
         return None
     span = (phases[-1]["end_ms"] - phases[0]["start_ms"]) / 1000
     drain = sum((p["end_ms"] - p["start_ms"]) / 1000 for p in phases if p["name"] == "drain")
-    sending = (summary["end_ms"] - summary["start_ms"]) / 1000
     return str(record.get("engine")), span - sending - drain
 
 

@@ -269,7 +269,7 @@ def _loss_section(plan: Plan, results_dir: Path) -> list[str]:
     ]
 
 
-def _producing_s(run_dir: Path) -> float | None:
+def producing_s(run_dir: Path) -> float | None:
     """How long the producer sent: its summary's first to last send, in seconds."""
     summary = read_optional_json(run_dir / "produced.summary.json")
     try:
@@ -289,7 +289,7 @@ def phase_medians(run_dirs: Sequence[Path]) -> tuple[list[str], list[list[str]]]
     for run_dir in run_dirs:
         record = read_optional_json(run_dir / "run.json") or {}
         phases = [p for p in record.get("phases") or [] if isinstance(p, dict)]
-        sending = _producing_s(run_dir)
+        sending = producing_s(run_dir)
         if not phases or sending is None:
             continue
         engine = lengths.setdefault(str(record.get("engine")), {})
@@ -354,7 +354,7 @@ def _time_section(
         for a in entry.get("attempts") or []
         if a.get("status") == COMPLETE
     ]
-    producing = {run_id: _producing_s(results_dir / run_id) for run_id, _ in complete}
+    producing = {run_id: producing_s(results_dir / run_id) for run_id, _ in complete}
     known = [(float(a["wall_s"]), producing[run_id]) for run_id, a in complete]
     known = [(wall, sent) for wall, sent in known if sent is not None]
     total_wall, total_sent = sum(walls), sum(sent for _, sent in known)
