@@ -114,7 +114,7 @@ def submit_flink_job(lab: dict[str, str], prefix: str) -> str:
         lab,
         jars[-1],
         remote_jar,
-        ["--class", "streamlab.FlinkAtLeastOnceJob"],
+        ["--class", "streamlab.FlinkJob"],
         [
             *("--bootstrap", bootstrap, "--input-topic", f"{prefix}-in"),
             # written on node1 by the experiment that built the jar

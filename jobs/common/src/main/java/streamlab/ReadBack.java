@@ -30,6 +30,8 @@ public final class ReadBack {
     public static final String SINK_IDEMPOTENCE = PREFIX + "sink.idempotence";
     public static final String SINK_MAX_IN_FLIGHT = PREFIX + "sink.max_in_flight";
     public static final String SINK_DELIVERY_GUARANTEE = PREFIX + "sink.delivery_guarantee";
+    /** The {@link Guarantee} the job was built to keep, judged from what it was built with. */
+    public static final String GUARANTEE = PREFIX + "guarantee";
     public static final String KAFKA_SECURITY_PROTOCOL = PREFIX + "kafka.security_protocol";
     public static final String KAFKA_SASL_MECHANISM = PREFIX + "kafka.sasl_mechanism";
     public static final String KAFKA_CLIENTS_VERSION = PREFIX + "kafka_clients_version";
@@ -44,13 +46,21 @@ public final class ReadBack {
     public static final String RESTART_ATTEMPTS = PREFIX + "restart_attempts";
     public static final String RESTART_DELAY_MS = PREFIX + "restart_delay_ms";
     public static final String OFFSET_COMMIT = PREFIX + "offset_commit";
+    /** Where a source reader starts, at the first start and after a restart without a checkpoint. */
+    public static final String STARTING_OFFSETS = PREFIX + "starting_offsets";
+    public static final String TRANSACTIONAL_ID_PREFIX = PREFIX + "transactional_id_prefix";
+    public static final String TRANSACTION_TIMEOUT_MS = PREFIX + "transaction_timeout_ms";
     // Storm only.
     public static final String OFFSET_COMMIT_PERIOD_MS = PREFIX + "offset_commit_period_ms";
     public static final String WAIT_STRATEGY = PREFIX + "wait_strategy";
     public static final String WAIT_PARK_US = PREFIX + "wait_park_us";
+    public static final String PROCESSING_GUARANTEE = PREFIX + "processing_guarantee";
+    public static final String ACKERS = PREFIX + "ackers";
 
     /** Both sinks: the sink acks a record (Flink: lets its checkpoint complete) only once Kafka acked it. */
     public static final String AT_LEAST_ONCE = "at-least-once";
+    /** A sink that waits for no acknowledgement before it lets its input go. */
+    public static final String NONE = "none";
 
     /** The classpath resource (filtered by Maven) with the versions a job jar was built with. */
     public static final String BUILD_PROPERTIES = "/streamlab-job.properties";

@@ -35,7 +35,7 @@ import org.apache.storm.validation.ConfigValidation;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-class StormAtLeastOnceTopologyTest {
+class StormJobTest {
     private static final String[] ARGS = {
         "--bootstrap", "k1:9092,k2:9092", "--input-topic", "in", "--output-topic", "out", "--group-id", "g",
     };
@@ -51,7 +51,7 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void parsesDefaults() {
-        StormAtLeastOnceTopology.Options o = parse(ARGS);
+        StormJob.Options o = parse(ARGS);
         assertEquals("streamlab-storm-in", o.name());
         assertEquals(2, o.workers());
         assertEquals(2, o.spoutParallelism());
@@ -67,7 +67,7 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void parallelismDefaultsFollowWorkersThenSpouts() {
-        StormAtLeastOnceTopology.Options o = parse(append(ARGS, "--workers", "3", "--name", "t1"));
+        StormJob.Options o = parse(append(ARGS, "--workers", "3", "--name", "t1"));
         assertEquals(3, o.spoutParallelism());
         assertEquals(3, o.boltParallelism());
         assertEquals(3, o.ackers());
@@ -97,9 +97,9 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void configSetsStormKeysAndParkWaitStrategies() {
-        StormAtLeastOnceTopology.Options o = parse(append(ARGS, "--workers", "3", "--message-timeout-s", "20",
+        StormJob.Options o = parse(append(ARGS, "--workers", "3", "--message-timeout-s", "20",
                 "--max-spout-pending", "500", "--ackers", "1", "--wait-park-us", "50"));
-        Config conf = StormAtLeastOnceTopology.config(o);
+        Config conf = StormJob.config(o);
         assertEquals(3, conf.get(Config.TOPOLOGY_WORKERS));
         assertEquals(20, conf.get(Config.TOPOLOGY_MESSAGE_TIMEOUT_SECS));
         assertEquals(500, conf.get(Config.TOPOLOGY_MAX_SPOUT_PENDING));
@@ -120,17 +120,17 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void progressiveKeepsStormsWaitStrategies() {
-        Config conf = StormAtLeastOnceTopology.config(parse(append(ARGS, "--wait-strategy", "progressive")));
+        Config conf = StormJob.config(parse(append(ARGS, "--wait-strategy", "progressive")));
         WAIT_KEYS.forEach(key -> assertFalse(conf.containsKey(key), key));
         assertEquals(4, conf.size());
-        assertEquals("progressive", StormAtLeastOnceTopology.waitStrategy(conf));
+        assertEquals("progressive", StormJob.waitStrategy(conf));
     }
 
     @Test
     void submissionRecordsWhatItRunsWith() {
-        StormAtLeastOnceTopology.Options o = parse(append(ARGS, "--workers", "3", "--spout-parallelism", "4",
+        StormJob.Options o = parse(append(ARGS, "--workers", "3", "--spout-parallelism", "4",
                 "--offset-commit-period-ms", "5000", "--sink-linger-ms", "20", "--sink-compression", "lz4"));
-        StormAtLeastOnceTopology.Submission submission = StormAtLeastOnceTopology.build(o);
+        StormJob.Submission submission = StormJob.build(o);
         Config conf = submission.config();
 
         Map<String, Object> expected = new LinkedHashMap<>();
@@ -149,11 +149,15 @@ class StormAtLeastOnceTopologyTest {
         expected.put("streamlab.sink.max_in_flight", "5");
         expected.put("streamlab.kafka.security_protocol", "PLAINTEXT");
         expected.put("streamlab.kafka.sasl_mechanism", "(none)");
+        expected.put("streamlab.guarantee", "at_least_once");
+        expected.put("streamlab.processing_guarantee", "AT_LEAST_ONCE");
+        expected.put("streamlab.ackers", "3");
         expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
         expected.put("streamlab.test_drop_every", "0");
         expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
         expected.put("streamlab.connector_version", VersionInfo.getVersion());
         expected.put("streamlab.offset_commit_period_ms", "5000");
+        expected.put("streamlab.offset_commit", "acked offsets, every offset_commit_period_ms");
         expected.put("streamlab.wait_strategy", "park");
         expected.put("streamlab.wait_park_us", "100");
         Map<String, Object> streamlab = new LinkedHashMap<>();
@@ -174,17 +178,40 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void deliberateLossIsReadBackFromTheSubmittedBoltAndAcksWithoutEmitting() {
-        StormAtLeastOnceTopology.Options o = parse(append(ARGS, "--test-drop-every", "3"));
-        StormAtLeastOnceTopology.Submission submission = StormAtLeastOnceTopology.build(o);
+        StormJob.Options o = parse(append(ARGS, "--test-drop-every", "3"));
+        StormJob.Submission submission = StormJob.build(o);
         assertEquals("3", submission.config().get("streamlab.test_drop_every"));
-        assertEquals(3, StormAtLeastOnceTopology.loss(submission.topology()));
+        assertEquals(3, StormJob.loss(submission.topology()));
         assertTrue(o.loss().drops("{\"msg_id\": 6}"));
         assertFalse(o.loss().drops("{\"msg_id\": 7}"));
     }
 
     @Test
+    void atMostOnceCommitsEachPollBeforeEmittingAndRunsNoAckers() {
+        StormJob.Submission submission = StormJob.build(parse(append(ARGS, "--guarantee", "at_most_once")));
+        Map<String, Object> conf = submission.config();
+        assertEquals(0, ((Number) conf.get(Config.TOPOLOGY_ACKER_EXECUTORS)).intValue());
+        assertEquals("at_most_once", conf.get("streamlab.guarantee"));
+        assertEquals("AT_MOST_ONCE", conf.get("streamlab.processing_guarantee"));
+        assertEquals("0", conf.get("streamlab.ackers"));
+        assertEquals("none", conf.get("streamlab.sink.delivery_guarantee"));
+        assertEquals("each poll, before its records are emitted", conf.get("streamlab.offset_commit"));
+        // Ackers with an at-most-once spout only cost threads: refused.
+        assertThrows(IllegalArgumentException.class,
+                () -> parse(append(ARGS, "--guarantee", "at_most_once", "--ackers", "2")));
+    }
+
+    @Test
+    void exactlyOnceIsRefusedWithTheReason() {
+        IllegalArgumentException refused = assertThrows(IllegalArgumentException.class,
+                () -> parse(append(ARGS, "--guarantee", "exactly_once")));
+        assertTrue(refused.getMessage().contains("KafkaBolt is not transactional"), refused.getMessage());
+        assertTrue(refused.getMessage().contains("offered: at_most_once, at_least_once"), refused.getMessage());
+    }
+
+    @Test
     void versionsMatchTheBuild() {
-        Properties build = ReadBack.buildProperties(StormAtLeastOnceTopology.class);
+        Properties build = ReadBack.buildProperties(StormJob.class);
         assertEquals("storm", build.getProperty("engine"));
         assertEquals(VersionInfo.getVersion(), build.getProperty("engine.version"));
         assertEquals(AppInfoParser.getVersion(), build.getProperty("kafka.clients.version"));
@@ -192,7 +219,7 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void spoutIsAtLeastOnceFromCommittedOrEarliest() {
-        KafkaSpoutConfig<String, String> spout = StormAtLeastOnceTopology.spoutConfig(parse(ARGS));
+        KafkaSpoutConfig<String, String> spout = StormJob.spoutConfig(parse(ARGS));
         assertEquals(KafkaSpoutConfig.ProcessingGuarantee.AT_LEAST_ONCE, spout.getProcessingGuarantee());
         assertEquals(FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST, spout.getFirstPollOffsetStrategy());
         assertEquals("g", spout.getConsumerGroupId());
@@ -204,85 +231,85 @@ class StormAtLeastOnceTopologyTest {
 
     @Test
     void producerGetsTheSharedSinkSettings() {
-        StormAtLeastOnceTopology.Options o = parse(ARGS);
-        Properties props = StormAtLeastOnceTopology.producerProperties(o);
+        StormJob.Options o = parse(ARGS);
+        Properties props = StormJob.producerProperties(o);
         assertEquals("k1:9092,k2:9092", props.get("bootstrap.servers"));
         DEFAULT_PRODUCER.forEach((key, value) -> assertEquals(value, props.get(key), key));
         assertEquals(DEFAULT_PRODUCER.size() + 3, props.size());
 
         // What the workers get: the KafkaBolt as serialized into the topology, read back.
-        StormTopology topology = StormAtLeastOnceTopology.topology(o);
-        byte[] serialized = topology.get_bolts().get(StormAtLeastOnceTopology.SINK_ID).get_bolt_object()
+        StormTopology topology = StormJob.topology(o);
+        byte[] serialized = topology.get_bolts().get(StormJob.SINK_ID).get_bolt_object()
                 .get_serialized_java();
         KafkaBolt<?, ?> bolt = Utils.javaDeserialize(serialized, KafkaBolt.class);
-        Properties shipped = StormAtLeastOnceTopology.producerConfig(bolt);
+        Properties shipped = StormJob.producerConfig(bolt);
         assertEquals(props, shipped);
         assertEquals(SinkSettings.defaults().describe(), SinkSettings.describe(shipped));
     }
 
     @Test
     void topologyIsSpoutEnrichKafkaBoltWithLocalOrShuffleEdges() {
-        StormTopology topology = StormAtLeastOnceTopology.topology(parse(append(ARGS,
+        StormTopology topology = StormJob.topology(parse(append(ARGS,
                 "--spout-parallelism", "3", "--bolt-parallelism", "4")));
-        assertEquals(List.of(StormAtLeastOnceTopology.SPOUT_ID), List.copyOf(topology.get_spouts().keySet()));
-        assertEquals(3, topology.get_spouts().get(StormAtLeastOnceTopology.SPOUT_ID).get_common().get_parallelism_hint());
-        Bolt enrich = topology.get_bolts().get(StormAtLeastOnceTopology.ENRICH_ID);
-        Bolt sink = topology.get_bolts().get(StormAtLeastOnceTopology.SINK_ID);
+        assertEquals(List.of(StormJob.SPOUT_ID), List.copyOf(topology.get_spouts().keySet()));
+        assertEquals(3, topology.get_spouts().get(StormJob.SPOUT_ID).get_common().get_parallelism_hint());
+        Bolt enrich = topology.get_bolts().get(StormJob.ENRICH_ID);
+        Bolt sink = topology.get_bolts().get(StormJob.SINK_ID);
         assertEquals(4, enrich.get_common().get_parallelism_hint());
         assertEquals(4, sink.get_common().get_parallelism_hint());
 
         Map<GlobalStreamId, Grouping> enrichInputs = enrich.get_common().get_inputs();
         assertEquals(1, enrichInputs.size());
         Map.Entry<GlobalStreamId, Grouping> in = enrichInputs.entrySet().iterator().next();
-        assertEquals(StormAtLeastOnceTopology.SPOUT_ID, in.getKey().get_componentId());
+        assertEquals(StormJob.SPOUT_ID, in.getKey().get_componentId());
         assertEquals(Grouping._Fields.LOCAL_OR_SHUFFLE, in.getValue().getSetField());
 
         Map<GlobalStreamId, Grouping> sinkInputs = sink.get_common().get_inputs();
         assertEquals(1, sinkInputs.size());
         in = sinkInputs.entrySet().iterator().next();
-        assertEquals(StormAtLeastOnceTopology.ENRICH_ID, in.getKey().get_componentId());
+        assertEquals(StormJob.ENRICH_ID, in.getKey().get_componentId());
         assertEquals(Grouping._Fields.LOCAL_OR_SHUFFLE, in.getValue().getSetField());
 
-        assertEquals("localOrShuffle", StormAtLeastOnceTopology.grouping(enrich, sink));
-        assertEquals("shuffle", StormAtLeastOnceTopology.groupingName(Grouping.shuffle(new NullStruct())));
+        assertEquals("localOrShuffle", StormJob.grouping(enrich, sink));
+        assertEquals("shuffle", StormJob.groupingName(Grouping.shuffle(new NullStruct())));
         assertTrue(enrich.get_common().get_streams().get(Utils.DEFAULT_STREAM_ID).get_output_fields()
                 .containsAll(List.of("key", "message")));
     }
 
     @Test
     void translatorKeepsKeyValueAndPosition() {
-        List<Object> tuple = new StormAtLeastOnceTopology.KeyValueTranslator()
+        List<Object> tuple = new StormJob.KeyValueTranslator()
                 .apply(new ConsumerRecord<>("in", 2, 42L, null, "{\"msg_id\": 7}"));
         assertEquals(Arrays.asList(null, "{\"msg_id\": 7}", "in", 2, 42L), tuple);
-        assertEquals(StormAtLeastOnceTopology.KeyValueTranslator.FIELDS.size(), tuple.size());
+        assertEquals(StormJob.KeyValueTranslator.FIELDS.size(), tuple.size());
     }
 
     @Test
     void enrichBoltOutputsKeyAndMessage() throws Exception {
-        Values out = StormAtLeastOnceTopology.EnrichBolt.process(null, "{\"msg_id\": 7, \"sent_ms\": 5}");
+        Values out = StormJob.EnrichBolt.process(null, "{\"msg_id\": 7, \"sent_ms\": 5}");
         assertEquals("7", out.get(0));
         JsonNode json = new ObjectMapper().readTree((String) out.get(1));
         assertEquals("storm", json.get("engine").asText());
         assertEquals(5, json.get("sent_ms").asInt());
-        Values bad = StormAtLeastOnceTopology.EnrichBolt.process("k", "{oops");
+        Values bad = StormJob.EnrichBolt.process("k", "{oops");
         assertEquals("k", bad.get(0));
         assertEquals("{oops", new ObjectMapper().readTree((String) bad.get(1)).get("malformed").asText());
-        assertNull(StormAtLeastOnceTopology.EnrichBolt.process(null, "nope").get(0));
+        assertNull(StormJob.EnrichBolt.process(null, "nope").get(0));
     }
 
     @Test
     void theSpoutAndTheSinkBothConnectWithTheClientConfiguration(@TempDir Path dir) throws Exception {
         Path file = dir.resolve("client.properties");
         Files.writeString(file, "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n");
-        StormAtLeastOnceTopology.Options options = parse(append(ARGS, "--kafka-config", file.toString()));
-        assertEquals("SASL_SSL", StormAtLeastOnceTopology.spoutConfig(options).getKafkaProps().get("security.protocol"));
-        Properties producer = StormAtLeastOnceTopology.producerProperties(options);
+        StormJob.Options options = parse(append(ARGS, "--kafka-config", file.toString()));
+        assertEquals("SASL_SSL", StormJob.spoutConfig(options).getKafkaProps().get("security.protocol"));
+        Properties producer = StormJob.producerProperties(options);
         assertEquals("SASL_SSL", producer.get("security.protocol"));
         assertEquals("SCRAM-SHA-512", producer.get("sasl.mechanism"));
     }
 
-    private static StormAtLeastOnceTopology.Options parse(String... argv) {
-        return StormAtLeastOnceTopology.Options.parse(argv);
+    private static StormJob.Options parse(String... argv) {
+        return StormJob.Options.parse(argv);
     }
 
     private static String[] append(String[] base, String... extra) {

@@ -2,6 +2,7 @@ package streamlab;
 
 import java.lang.reflect.Field;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -38,14 +39,21 @@ import org.apache.storm.utils.VersionInfo;
 
 /**
  * Reads JSON records from a Kafka topic, adds {@code engine="storm"} and {@code processed_ms}, and writes them
- * to a result topic with at-least-once delivery: the KafkaSpout (AT_LEAST_ONCE) commits an offset only after
- * its tuple tree is acked; the enrich bolt anchors its output to the input tuple; the KafkaBolt acks only when
- * the producer confirmed the write and fails the tuple otherwise; failed or timed-out tuples
- * (topology.message.timeout.secs) are replayed by the spout.
+ * to a result topic under the chosen {@link Guarantee}:
+ * <ul>
+ * <li>at_least_once: the KafkaSpout (AT_LEAST_ONCE) commits an offset only after its tuple tree is acked; the
+ * enrich bolt anchors its output to the input tuple; the KafkaBolt acks only when the producer confirmed the
+ * write and fails the tuple otherwise; failed or timed-out tuples (topology.message.timeout.secs) are replayed
+ * by the spout.
+ * <li>at_most_once: the KafkaSpout (AT_MOST_ONCE) commits the offsets of each poll before it emits the records,
+ * untracked, and the topology runs no ackers: a restarted spout resumes after what was polled, so nothing is
+ * read twice and what was in flight is lost.
+ * </ul>
+ * exactly_once is refused: the KafkaBolt writes no transactions.
  *
- * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--name streamlab-storm-&lt;input-topic&gt;]
+ * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--guarantee at_least_once] [--name streamlab-storm-&lt;input-topic&gt;]
  * [--workers 2] [--spout-parallelism W] [--bolt-parallelism S] [--message-timeout-s 30]
- * [--max-spout-pending 1000] [--ackers W] [--offset-commit-period-ms 30000] [--wait-strategy park|progressive]
+ * [--max-spout-pending 1000] [--ackers W, 0 at most once] [--offset-commit-period-ms 30000] [--wait-strategy park|progressive]
  * [--wait-park-us 100] and the sink options of {@link SinkSettings} (--sink-acks all --sink-linger-ms 5
  * --sink-batch-size 65536 --sink-compression none --sink-idempotence true --sink-max-in-flight 5).
  *
@@ -53,9 +61,9 @@ import org.apache.storm.utils.VersionInfo;
  * to Storm's own), which Nimbus keeps: {@code storm-probe conf <name>} prints it.
  *
  * <p>Submitted like {@code storm jar} does: {@code java -cp <jar>:<storm>/lib-worker/* -Dstorm.jar=<jar>
- * -Dstorm.options=nimbus.seeds=["host"],nimbus.thrift.port=6627 streamlab.StormAtLeastOnceTopology ...}.
+ * -Dstorm.options=nimbus.seeds=["host"],nimbus.thrift.port=6627 streamlab.StormJob ...}.
  */
-public final class StormAtLeastOnceTopology {
+public final class StormJob {
     static final String ENGINE = "storm";
     static final String SPOUT_ID = "kafka-spout";
     static final String ENRICH_ID = "enrich";
@@ -63,25 +71,31 @@ public final class StormAtLeastOnceTopology {
     static final String WAIT_PARK = "park";
     static final String WAIT_PROGRESSIVE = "progressive";
 
-    private static final Set<String> OPTIONS = DeliberateLoss.withOption(KafkaConnection.withOption(
-            SinkSettings.withOptions(Set.of(
+    /** What Storm's KafkaBolt cannot give: it writes each record on its own, outside any transaction. */
+    static final String NO_EXACTLY_ONCE = "Storm's KafkaBolt is not transactional";
+
+    private static final Set<String> OPTIONS = Guarantee.withOption(DeliberateLoss.withOption(
+            KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
                     "bootstrap", "input-topic", "output-topic", "group-id", "name", "workers", "spout-parallelism",
                     "bolt-parallelism", "message-timeout-s", "max-spout-pending", "ackers",
-                    "offset-commit-period-ms", "wait-strategy", "wait-park-us"))));
+                    "offset-commit-period-ms", "wait-strategy", "wait-park-us")))));
 
-    private StormAtLeastOnceTopology() {}
+    private StormJob() {}
 
     /** Parsed topology options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId, String name,
                    int workers, int spoutParallelism, int boltParallelism, int messageTimeoutS,
                    int maxSpoutPending, int ackers, long offsetCommitPeriodMs, String waitStrategy,
-                   long waitParkUs, SinkSettings sink, KafkaConnection kafka, DeliberateLoss loss) {
+                   long waitParkUs, SinkSettings sink, KafkaConnection kafka, DeliberateLoss loss,
+                   Guarantee guarantee) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
             String inputTopic = args.required("input-topic");
             int workers = args.getInt("workers", 2);
             int spoutParallelism = args.getInt("spout-parallelism", workers);
+            Guarantee guarantee = Guarantee.from(args, EnumSet.of(Guarantee.AT_MOST_ONCE, Guarantee.AT_LEAST_ONCE),
+                    NO_EXACTLY_ONCE);
             Options o = new Options(
                     args.required("bootstrap"),
                     inputTopic,
@@ -93,20 +107,25 @@ public final class StormAtLeastOnceTopology {
                     args.getInt("bolt-parallelism", spoutParallelism),
                     args.getInt("message-timeout-s", 30),
                     args.getInt("max-spout-pending", 1000),
-                    args.getInt("ackers", workers),
+                    args.getInt("ackers", guarantee == Guarantee.AT_MOST_ONCE ? 0 : workers),
                     args.getLong("offset-commit-period-ms", KafkaSpoutConfig.DEFAULT_OFFSET_COMMIT_PERIOD_MS),
                     args.getChoice("wait-strategy", WAIT_PARK, Set.of(WAIT_PARK, WAIT_PROGRESSIVE)),
                     args.getLong("wait-park-us", 100),
                     SinkSettings.from(args),
                     KafkaConnection.from(args),
-                    DeliberateLoss.from(args));
+                    DeliberateLoss.from(args),
+                    guarantee);
             if (o.workers < 1 || o.spoutParallelism < 1 || o.boltParallelism < 1 || o.messageTimeoutS < 1
                     || o.maxSpoutPending < 1 || o.offsetCommitPeriodMs < 1) {
                 throw new IllegalArgumentException("counts, timeouts and periods must be >= 1");
             }
-            if (o.ackers < 1) {
+            if (o.guarantee == Guarantee.AT_LEAST_ONCE && o.ackers < 1) {
                 // Without ackers Storm acks every tuple on emit: no at-least-once.
                 throw new IllegalArgumentException("--ackers must be >= 1 for at-least-once");
+            }
+            if (o.guarantee == Guarantee.AT_MOST_ONCE && o.ackers != 0) {
+                // The spout emits untracked tuples at most once: ackers would only cost threads.
+                throw new IllegalArgumentException("--ackers must be 0 for at-most-once");
             }
             if (o.waitParkUs < 0) {
                 throw new IllegalArgumentException("--wait-park-us must be >= 0 (0 busy-spins)");
@@ -178,7 +197,7 @@ public final class StormAtLeastOnceTopology {
 
     static Map<String, String> readBack(Map<String, Object> conf, StormTopology topology,
                                         KafkaSpoutConfig<?, ?> spoutConfig, Properties producerConfig) {
-        Properties build = ReadBack.buildProperties(StormAtLeastOnceTopology.class);
+        Properties build = ReadBack.buildProperties(StormJob.class);
         Bolt enrich = topology.get_bolts().get(ENRICH_ID);
         Bolt sink = topology.get_bolts().get(SINK_ID);
         Map<String, String> out = new LinkedHashMap<>();
@@ -192,17 +211,40 @@ public final class StormAtLeastOnceTopology {
         out.put(ReadBack.GROUPING, grouping(enrich, sink));
         out.putAll(SinkSettings.describe(producerConfig));
         out.putAll(KafkaConnection.describe(producerConfig));
-        // The KafkaBolt acks a tuple only in the producer callback of a successful write (fireAndForget=false).
-        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, ReadBack.AT_LEAST_ONCE);
+        KafkaSpoutConfig.ProcessingGuarantee processing = spoutConfig.getProcessingGuarantee();
+        int ackers = ((Number) conf.get(Config.TOPOLOGY_ACKER_EXECUTORS)).intValue();
+        out.put(ReadBack.GUARANTEE, guarantee(processing, ackers).option());
+        out.put(ReadBack.PROCESSING_GUARANTEE, processing.name());
+        out.put(ReadBack.ACKERS, Integer.toString(ackers));
+        // The KafkaBolt acks a tuple only in the producer callback of a successful write (fireAndForget=false);
+        // without ackers nothing waits for that ack.
+        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, ackers > 0 ? ReadBack.AT_LEAST_ONCE : ReadBack.NONE);
         out.put(ReadBack.TEST_DROP_EVERY, Long.toString(loss(topology)));
         out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
         out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));
         out.put(ReadBack.OFFSET_COMMIT_PERIOD_MS, Long.toString(spoutConfig.getOffsetsCommitPeriodMs()));
+        out.put(ReadBack.OFFSET_COMMIT, processing == KafkaSpoutConfig.ProcessingGuarantee.AT_MOST_ONCE
+                ? "each poll, before its records are emitted" : "acked offsets, every offset_commit_period_ms");
         out.put(ReadBack.WAIT_STRATEGY, waitStrategy(conf));
         if (WAIT_PARK.equals(out.get(ReadBack.WAIT_STRATEGY))) {
             out.put(ReadBack.WAIT_PARK_US, String.valueOf(conf.get(Config.TOPOLOGY_SPOUT_WAIT_PARK_MICROSEC)));
         }
         return out;
+    }
+
+    /**
+     * What the topology guarantees, from what it was built with: an AT_LEAST_ONCE spout with ackers is at least
+     * once; an AT_MOST_ONCE spout at most once, whatever the ackers.
+     */
+    static Guarantee guarantee(KafkaSpoutConfig.ProcessingGuarantee processing, int ackers) {
+        if (processing == KafkaSpoutConfig.ProcessingGuarantee.AT_LEAST_ONCE && ackers > 0) {
+            return Guarantee.AT_LEAST_ONCE;
+        }
+        if (processing == KafkaSpoutConfig.ProcessingGuarantee.AT_MOST_ONCE) {
+            return Guarantee.AT_MOST_ONCE;
+        }
+        throw new IllegalStateException("a " + processing + " spout with " + ackers
+                + " ackers keeps no guarantee this kit names");
     }
 
     /** The groupings of the spout -> enrich and enrich -> sink edges, named like TopologyBuilder's methods. */
@@ -247,7 +289,9 @@ public final class StormAtLeastOnceTopology {
         return KafkaSpoutConfig.builder(options.bootstrap(), options.inputTopic())
                 .setGroupId(options.groupId())
                 .setProp(options.kafka().toProperties())
-                .setProcessingGuarantee(KafkaSpoutConfig.ProcessingGuarantee.AT_LEAST_ONCE)
+                .setProcessingGuarantee(options.guarantee() == Guarantee.AT_MOST_ONCE
+                        ? KafkaSpoutConfig.ProcessingGuarantee.AT_MOST_ONCE
+                        : KafkaSpoutConfig.ProcessingGuarantee.AT_LEAST_ONCE)
                 // Resume from the group's committed offset; from the earliest offset if it has none.
                 .setFirstPollOffsetStrategy(FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST)
                 .setOffsetCommitPeriodMs(options.offsetCommitPeriodMs())

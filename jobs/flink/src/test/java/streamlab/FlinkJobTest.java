@@ -1,6 +1,7 @@
 package streamlab;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -39,7 +40,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-class FlinkAtLeastOnceJobTest {
+class FlinkJobTest {
     private static final String[] ARGS = {
         "--bootstrap", "k1:9092,k2:9092", "--input-topic", "in", "--output-topic", "out", "--group-id", "g",
     };
@@ -50,7 +51,7 @@ class FlinkAtLeastOnceJobTest {
 
     @Test
     void parsesDefaults() {
-        FlinkAtLeastOnceJob.Options o = FlinkAtLeastOnceJob.Options.parse(ARGS);
+        FlinkJob.Options o = FlinkJob.Options.parse(ARGS);
         assertEquals("k1:9092,k2:9092", o.bootstrap());
         assertEquals(5, o.checkpointIntervalS());
         assertNull(o.parallelism());
@@ -68,8 +69,8 @@ class FlinkAtLeastOnceJobTest {
         String[] argv = Arrays.copyOf(ARGS, ARGS.length + 2);
         argv[ARGS.length] = "--kafka-config";
         argv[ARGS.length + 1] = file.toString();
-        FlinkAtLeastOnceJob.Options options = FlinkAtLeastOnceJob.Options.parse(argv);
-        Properties producer = FlinkAtLeastOnceJob.producerConfig(FlinkAtLeastOnceJob.sink(options));
+        FlinkJob.Options options = FlinkJob.Options.parse(argv);
+        Properties producer = FlinkJob.producerConfig(FlinkJob.sink(options));
         assertEquals("SASL_SSL", producer.get("security.protocol"));
         assertEquals("SCRAM-SHA-512", producer.get("sasl.mechanism"));
     }
@@ -77,7 +78,7 @@ class FlinkAtLeastOnceJobTest {
     @Test
     void rejectsMissingUnknownAndBadOptions() {
         assertThrows(IllegalArgumentException.class, () -> parse("--bootstrap", "x"));
-        assertThrows(IllegalArgumentException.class, () -> FlinkAtLeastOnceJob.Options.parse(new String[] {"--bootstrap", "x"}));
+        assertThrows(IllegalArgumentException.class, () -> FlinkJob.Options.parse(new String[] {"--bootstrap", "x"}));
         assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--parralelism", "2")));
         assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--checkpoint-interval-s")));
         assertThrows(IllegalArgumentException.class, () -> parse(append(ARGS, "--parallelism", "0")));
@@ -93,15 +94,15 @@ class FlinkAtLeastOnceJobTest {
 
     @Test
     void buildsOneChainedTaskWithAtLeastOnceCheckpointsAndFixedDelayRestarts() throws Exception {
-        FlinkAtLeastOnceJob.Options o = parse(append(ARGS, "--checkpoint-interval-s", "3", "--parallelism", "4",
+        FlinkJob.Options o = parse(append(ARGS, "--checkpoint-interval-s", "3", "--parallelism", "4",
                 "--tolerable-failed-checkpoints", "5", "--restart-attempts", "7", "--restart-delay-s=1"));
-        Configuration conf = FlinkAtLeastOnceJob.jobConfiguration(o);
+        Configuration conf = FlinkJob.jobConfiguration(o);
         assertEquals("fixed-delay", conf.get(RestartStrategyOptions.RESTART_STRATEGY));
         assertEquals(7, conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS));
         assertEquals(Duration.ofSeconds(1), conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY));
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-        FlinkAtLeastOnceJob.build(env, o);
+        FlinkJob.build(env, o);
         StreamGraph graph = env.getStreamGraph();
         graph.setJobName(o.jobName());
 
@@ -113,9 +114,9 @@ class FlinkAtLeastOnceJobTest {
         Map<String, StreamNode> byUid = graph.getStreamNodes().stream()
                 .filter(n -> n.getTransformationUID() != null)
                 .collect(Collectors.toMap(StreamNode::getTransformationUID, Function.identity()));
-        assertTrue(byUid.get(FlinkAtLeastOnceJob.SOURCE_UID).getOperatorName().contains("kafka-source"));
-        assertTrue(byUid.get(FlinkAtLeastOnceJob.ENRICH_UID).getOperatorName().contains("enrich"));
-        assertTrue(byUid.get(FlinkAtLeastOnceJob.SINK_UID).getOperatorName().contains("kafka-sink"));
+        assertTrue(byUid.get(FlinkJob.SOURCE_UID).getOperatorName().contains("kafka-source"));
+        assertTrue(byUid.get(FlinkJob.ENRICH_UID).getOperatorName().contains("enrich"));
+        assertTrue(byUid.get(FlinkJob.SINK_UID).getOperatorName().contains("kafka-sink"));
         byUid.values().forEach(n -> assertEquals(4, n.getParallelism(), n.getOperatorName()));
         // Every edge is forward, and the whole pipeline is one chained task.
         for (StreamNode node : graph.getStreamNodes()) {
@@ -135,11 +136,11 @@ class FlinkAtLeastOnceJobTest {
 
     @Test
     void publishesWhatItRunsWithAsGlobalJobParameters() throws Exception {
-        FlinkAtLeastOnceJob.Options o = parse(append(ARGS, "--parallelism", "4", "--sink-linger-ms", "20",
+        FlinkJob.Options o = parse(append(ARGS, "--parallelism", "4", "--sink-linger-ms", "20",
                 "--sink-compression", "lz4"));
         StreamExecutionEnvironment env =
-                StreamExecutionEnvironment.getExecutionEnvironment(FlinkAtLeastOnceJob.jobConfiguration(o));
-        Map<String, String> settings = FlinkAtLeastOnceJob.build(env, o);
+                StreamExecutionEnvironment.getExecutionEnvironment(FlinkJob.jobConfiguration(o));
+        Map<String, String> settings = FlinkJob.build(env, o);
 
         Map<String, String> expected = new LinkedHashMap<>();
         expected.put("streamlab.engine", "flink");
@@ -157,9 +158,10 @@ class FlinkAtLeastOnceJobTest {
         expected.put("streamlab.sink.max_in_flight", "5");
         expected.put("streamlab.kafka.security_protocol", "PLAINTEXT");
         expected.put("streamlab.kafka.sasl_mechanism", "(none)");
+        expected.put("streamlab.guarantee", "at_least_once");
         expected.put("streamlab.sink.delivery_guarantee", "at-least-once");
         expected.put("streamlab.kafka_clients_version", AppInfoParser.getVersion());
-        expected.put("streamlab.connector_version", ReadBack.buildProperties(FlinkAtLeastOnceJob.class)
+        expected.put("streamlab.connector_version", ReadBack.buildProperties(FlinkJob.class)
                 .getProperty("connector.version"));
         expected.put("streamlab.checkpoint_interval_ms", "5000");
         expected.put("streamlab.checkpointing_mode", "AT_LEAST_ONCE");
@@ -168,6 +170,7 @@ class FlinkAtLeastOnceJobTest {
         expected.put("streamlab.restart_attempts", "1000000");
         expected.put("streamlab.restart_delay_ms", "2000");
         expected.put("streamlab.offset_commit", "on checkpoint completion");
+        expected.put("streamlab.starting_offsets", "committed, else earliest");
         expected.put("streamlab.test_drop_every", "0");
         assertEquals(expected, settings);
         assertEquals(expected, env.getConfig().getGlobalJobParameters().toMap());
@@ -182,8 +185,68 @@ class FlinkAtLeastOnceJobTest {
     }
 
     @Test
+    void exactlyOnceCheckpointsExactlyOnceIntoATransactionalSinkUniquePerRun() {
+        FlinkJob.Options o = parse(append(ARGS, "--guarantee", "exactly_once"));
+        StreamExecutionEnvironment env =
+                StreamExecutionEnvironment.getExecutionEnvironment(FlinkJob.jobConfiguration(o));
+        Map<String, String> settings = FlinkJob.build(env, o);
+        assertEquals(CheckpointingMode.EXACTLY_ONCE, env.getCheckpointConfig().getCheckpointingConsistencyMode());
+        assertEquals("exactly_once", settings.get("streamlab.guarantee"));
+        assertEquals("exactly-once", settings.get("streamlab.sink.delivery_guarantee"));
+        assertEquals("EXACTLY_ONCE", settings.get("streamlab.checkpointing_mode"));
+        assertEquals(o.groupId() + "-tx", settings.get("streamlab.transactional_id_prefix"));
+        assertEquals(Long.toString(FlinkJob.TRANSACTION_TIMEOUT_MS), settings.get("streamlab.transaction_timeout_ms"));
+        assertEquals("on checkpoint completion", settings.get("streamlab.offset_commit"));
+    }
+
+    @Test
+    void atMostOnceHasNoCheckpointsCommitsAsReadAndRestartsAtTheNewestRecord() {
+        FlinkJob.Options o = parse(append(ARGS, "--guarantee", "at_most_once"));
+        StreamExecutionEnvironment env =
+                StreamExecutionEnvironment.getExecutionEnvironment(FlinkJob.jobConfiguration(o));
+        Map<String, String> settings = FlinkJob.build(env, o);
+        assertFalse(env.getCheckpointConfig().isCheckpointingEnabled());
+        assertEquals("at_most_once", settings.get("streamlab.guarantee"));
+        assertEquals("none", settings.get("streamlab.sink.delivery_guarantee"));
+        assertEquals("none", settings.get("streamlab.checkpointing_mode"));
+        assertFalse(settings.containsKey("streamlab.checkpoint_interval_ms"));
+        assertEquals("as read, every 1000 ms", settings.get("streamlab.offset_commit"));
+        assertEquals("latest, also after a restart", settings.get("streamlab.starting_offsets"));
+    }
+
+    @Test
+    void atMostOnceSplitsCarryTheNewestOffsetMarkerForTheReaderToResolve() {
+        // A marker, not an offset: a split handed back after a failure starts at the newest record again.
+        var partitions = List.of(new org.apache.kafka.common.TopicPartition("in", 0),
+                new org.apache.kafka.common.TopicPartition("in", 1));
+        Map<org.apache.kafka.common.TopicPartition, Long> offsets =
+                new NewestOnEveryStart().getPartitionOffsets(partitions, null);
+        assertEquals(2, offsets.size());
+        offsets.values().forEach(o -> assertEquals(
+                org.apache.flink.connector.kafka.source.split.KafkaPartitionSplit.LATEST_OFFSET, o));
+    }
+
+    @Test
+    void anUnknownGuaranteeOrAnExactlyOnceSinkWithoutIdempotenceIsRefused() {
+        IllegalArgumentException unknown = assertThrows(IllegalArgumentException.class,
+                () -> parse(append(ARGS, "--guarantee", "twice")));
+        assertTrue(unknown.getMessage().contains("at_least_once, at_most_once, exactly_once")
+                || unknown.getMessage().contains("at_most_once, at_least_once, exactly_once"), unknown.getMessage());
+        IllegalArgumentException idempotence = assertThrows(IllegalArgumentException.class,
+                () -> parse(append(ARGS, "--guarantee", "exactly_once", "--sink-idempotence", "false")));
+        assertTrue(idempotence.getMessage().contains("--sink-idempotence true"), idempotence.getMessage());
+    }
+
+    @Test
+    void aBrokerMaximumBelowTheTransactionTimeoutIsNamed() {
+        Map<String, Long> maxima = new java.util.TreeMap<>(Map.of("1", 900_000L, "2", 60_000L));
+        assertEquals(List.of("broker 2: 60000 ms"), TransactionTimeout.tooShort(600_000L, maxima));
+        assertEquals(List.of(), TransactionTimeout.tooShort(600_000L, Map.of("1", 900_000L)));
+    }
+
+    @Test
     void versionsMatchTheBuild() {
-        Properties build = ReadBack.buildProperties(FlinkAtLeastOnceJob.class);
+        Properties build = ReadBack.buildProperties(FlinkJob.class);
         assertEquals("flink", build.getProperty("engine"));
         // The jar is compiled against the Flink it reports (-Dflink.version) and bundles the pinned kafka-clients.
         assertEquals(EnvironmentInformation.getVersion(), build.getProperty("engine.version"));
@@ -194,8 +257,8 @@ class FlinkAtLeastOnceJobTest {
 
     @Test
     void sinkGetsTheSharedProducerSettings() {
-        KafkaSink<KafkaRecord> sink = FlinkAtLeastOnceJob.sink(parse(ARGS));
-        Properties props = FlinkAtLeastOnceJob.producerConfig(sink);
+        KafkaSink<KafkaRecord> sink = FlinkJob.sink(parse(ARGS));
+        Properties props = FlinkJob.producerConfig(sink);
         // Read back from the built sink: the builder's own serializer is there too.
         assertEquals("org.apache.kafka.common.serialization.ByteArraySerializer", props.get("key.serializer"));
         for (Map.Entry<String, String> e : DEFAULT_PRODUCER.entrySet()) {
@@ -206,7 +269,7 @@ class FlinkAtLeastOnceJobTest {
 
     @Test
     void deliberateLossDropsEveryNthIdAndIsReadBack() throws Exception {
-        FlinkAtLeastOnceJob.EnrichFunction enrich = new FlinkAtLeastOnceJob.EnrichFunction(new DeliberateLoss(2));
+        FlinkJob.EnrichFunction enrich = new FlinkJob.EnrichFunction(new DeliberateLoss(2));
         List<KafkaRecord> out = new ArrayList<>();
         Collector<KafkaRecord> collector = new Collector<>() {
             @Override
@@ -222,13 +285,13 @@ class FlinkAtLeastOnceJobTest {
         }
         assertEquals(List.of("1", "3", "5"), out.stream().map(r -> r.key).toList());
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-        Map<String, String> settings = FlinkAtLeastOnceJob.build(env, FlinkAtLeastOnceJob.Options.parse(withOption("--test-drop-every", "2")));
+        Map<String, String> settings = FlinkJob.build(env, FlinkJob.Options.parse(withOption("--test-drop-every", "2")));
         assertEquals("2", settings.get("streamlab.test_drop_every"));
     }
 
     @Test
     void enrichFunctionRoundTrip() throws Exception {
-        KafkaRecord out = new FlinkAtLeastOnceJob.EnrichFunction().map(new KafkaRecord(null, "{\"msg_id\": 3, \"sent_ms\": 10}"));
+        KafkaRecord out = new FlinkJob.EnrichFunction().map(new KafkaRecord(null, "{\"msg_id\": 3, \"sent_ms\": 10}"));
         JsonNode json = new ObjectMapper().readTree(out.value);
         assertEquals("3", out.key);
         assertEquals("flink", json.get("engine").asText());
@@ -243,8 +306,8 @@ class FlinkAtLeastOnceJobTest {
         return argv;
     }
 
-    private static FlinkAtLeastOnceJob.Options parse(String... argv) {
-        return FlinkAtLeastOnceJob.Options.parse(argv);
+    private static FlinkJob.Options parse(String... argv) {
+        return FlinkJob.Options.parse(argv);
     }
 
     private static String[] append(String[] base, String... extra) {

@@ -3,6 +3,7 @@ package streamlab;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -30,17 +31,27 @@ import org.apache.flink.streaming.api.datastream.DataStreamSink;
 import org.apache.flink.streaming.api.environment.CheckpointConfig;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.Collector;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.OffsetResetStrategy;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
 /**
  * Reads JSON records from a Kafka topic, adds {@code engine="flink"} and {@code processed_ms}, and writes them
- * to a result topic with at-least-once delivery: AT_LEAST_ONCE checkpoints record the source offsets, and the
- * AT_LEAST_ONCE KafkaSink flushes (and waits for the acks) before every checkpoint completes; after a failure
- * the job restarts (fixed delay) from the last checkpoint and replays everything after it.
+ * to a result topic under the chosen {@link Guarantee}; after a failure the job restarts (fixed delay).
+ * <ul>
+ * <li>at_least_once: AT_LEAST_ONCE checkpoints record the source offsets, and the AT_LEAST_ONCE KafkaSink
+ * flushes (and waits for the acks) before every checkpoint completes; a restart replays everything after the
+ * last checkpoint.
+ * <li>exactly_once: EXACTLY_ONCE checkpoints, and a transactional KafkaSink whose transactions commit when a
+ * checkpoint completes; a restart aborts the open ones, so a read_committed reader sees each record once.
+ * <li>at_most_once: no checkpoints; the source commits offsets as it reads, the sink waits for nothing, and a
+ * restarted reader resumes at the newest record, so nothing is read twice and what was in flight is lost.
+ * </ul>
  *
- * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--checkpoint-interval-s 5] [--parallelism N]
+ * <p>Options: [--kafka-config FILE] --bootstrap --input-topic --output-topic --group-id [--guarantee at_least_once]
+ * [--checkpoint-interval-s 5] [--parallelism N]
  * [--tolerable-failed-checkpoints 3] [--restart-attempts 1000000] [--restart-delay-s 2] and the sink options of
  * {@link SinkSettings} (--sink-acks all --sink-linger-ms 5 --sink-batch-size 65536 --sink-compression none
  * --sink-idempotence true --sink-max-in-flight 5).
@@ -48,27 +59,30 @@ import org.apache.kafka.clients.producer.ProducerRecord;
  * <p>The settings the job really runs with are published as global job parameters ({@link ReadBack} keys), so
  * GET /jobs/&lt;jobid&gt;/config shows them under execution-config.user-config.
  */
-public final class FlinkAtLeastOnceJob {
+public final class FlinkJob {
     static final String ENGINE = "flink";
     static final String SOURCE_UID = "streamlab-kafka-source";
     static final String ENRICH_UID = "streamlab-enrich";
     static final String SINK_UID = "streamlab-kafka-sink";
-    static final DeliveryGuarantee DELIVERY_GUARANTEE = DeliveryGuarantee.AT_LEAST_ONCE;
+    /** Below the brokers' transaction.max.timeout.ms default (15 min), above any restart the lab sees. */
+    static final long TRANSACTION_TIMEOUT_MS = 600_000;
+    /** How often an at-most-once source commits what it read (the drain waits for the whole topic). */
+    static final long AUTO_COMMIT_INTERVAL_MS = 1_000;
     /** Source -> enrich -> sink with equal parallelism and no repartitioning: one chained task. */
     static final String GROUPING_CHAINED = "forward (chained)";
 
-    private static final Set<String> OPTIONS = DeliberateLoss.withOption(KafkaConnection.withOption(
-            SinkSettings.withOptions(Set.of(
+    private static final Set<String> OPTIONS = Guarantee.withOption(DeliberateLoss.withOption(
+            KafkaConnection.withOption(SinkSettings.withOptions(Set.of(
                     "bootstrap", "input-topic", "output-topic", "group-id", "checkpoint-interval-s",
-                    "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s"))));
+                    "parallelism", "tolerable-failed-checkpoints", "restart-attempts", "restart-delay-s")))));
 
-    private FlinkAtLeastOnceJob() {}
+    private FlinkJob() {}
 
     /** Parsed job options. */
     record Options(String bootstrap, String inputTopic, String outputTopic, String groupId,
                    long checkpointIntervalS, Integer parallelism, int tolerableFailedCheckpoints,
                    int restartAttempts, long restartDelayS, SinkSettings sink, KafkaConnection kafka,
-                   DeliberateLoss loss) {
+                   DeliberateLoss loss, Guarantee guarantee) {
 
         static Options parse(String[] argv) {
             Args args = new Args(argv, OPTIONS);
@@ -84,7 +98,12 @@ public final class FlinkAtLeastOnceJob {
                     args.getLong("restart-delay-s", 2),
                     SinkSettings.from(args),
                     KafkaConnection.from(args),
-                    DeliberateLoss.from(args));
+                    DeliberateLoss.from(args),
+                    Guarantee.from(args, EnumSet.allOf(Guarantee.class), ""));
+            if (o.guarantee == Guarantee.EXACTLY_ONCE && !o.sink.idempotence()) {
+                throw new IllegalArgumentException("--guarantee exactly_once needs --sink-idempotence true: "
+                        + "a transactional producer is idempotent");
+            }
             if (o.checkpointIntervalS <= 0) {
                 throw new IllegalArgumentException("--checkpoint-interval-s must be > 0");
             }
@@ -103,10 +122,19 @@ public final class FlinkAtLeastOnceJob {
         String jobName() {
             return "streamlab-flink-" + inputTopic;
         }
+
+        /** Unique per run (the group id is), so no two runs' sinks fence each other's transactions. */
+        String transactionalIdPrefix() {
+            return groupId + "-tx";
+        }
     }
 
     public static void main(String[] argv) throws Exception {
         Options options = Options.parse(argv);
+        if (options.guarantee() == Guarantee.EXACTLY_ONCE) {
+            TransactionTimeout.checkAgainstBrokers(TRANSACTION_TIMEOUT_MS, options.kafka().toProperties(),
+                    options.bootstrap());
+        }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(jobConfiguration(options));
         build(env, options);
         env.execute(options.jobName());
@@ -127,24 +155,17 @@ public final class FlinkAtLeastOnceJob {
      * configured as global job parameters; returns those {@code streamlab.*} entries.
      */
     static Map<String, String> build(StreamExecutionEnvironment env, Options options) {
-        env.enableCheckpointing(options.checkpointIntervalS() * 1000L, CheckpointingMode.AT_LEAST_ONCE);
-        env.getCheckpointConfig().setTolerableCheckpointFailureNumber(options.tolerableFailedCheckpoints());
+        if (options.guarantee() != Guarantee.AT_MOST_ONCE) {
+            env.enableCheckpointing(options.checkpointIntervalS() * 1000L,
+                    options.guarantee() == Guarantee.EXACTLY_ONCE
+                            ? CheckpointingMode.EXACTLY_ONCE : CheckpointingMode.AT_LEAST_ONCE);
+            env.getCheckpointConfig().setTolerableCheckpointFailureNumber(options.tolerableFailedCheckpoints());
+        }
         if (options.parallelism() != null) {
             env.setParallelism(options.parallelism());
         }
 
-        KafkaSource<KafkaRecord> source = KafkaSource.<KafkaRecord>builder()
-                .setBootstrapServers(options.bootstrap())
-                .setProperties(options.kafka().toProperties())
-                .setTopics(options.inputTopic())
-                .setGroupId(options.groupId())
-                // Resume from the group's committed offsets (committed on checkpoint completion); start from
-                // the beginning if the group has none. Restarts inside the job use the checkpointed offsets.
-                .setStartingOffsets(OffsetsInitializer.committedOffsets(OffsetResetStrategy.EARLIEST))
-                .setProperty(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT.key(), "true")
-                .setDeserializer(new KeyValueDeserializer())
-                .build();
-
+        KafkaSource<KafkaRecord> source = source(options);
         KafkaSink<KafkaRecord> sink = sink(options);
 
         DataStream<KafkaRecord> input = env
@@ -160,7 +181,7 @@ public final class FlinkAtLeastOnceJob {
                 .uid(SINK_UID);
 
         Map<String, String> settings = readBack(env, input.getTransformation(), enriched.getTransformation(),
-                output.getTransformation(), producerConfig(sink), commitsOnCheckpoint(source));
+                output.getTransformation(), sink, source);
         settings.put(ReadBack.TEST_DROP_EVERY, Long.toString(enrich.loss().every()));
         Map<String, String> parameters = new HashMap<>(env.getConfig().getGlobalJobParameters().toMap());
         parameters.putAll(settings);
@@ -168,14 +189,55 @@ public final class FlinkAtLeastOnceJob {
         return settings;
     }
 
-    /** The result-topic sink: the shared {@link SinkSettings} producer properties, at-least-once. */
-    static KafkaSink<KafkaRecord> sink(Options options) {
-        return KafkaSink.<KafkaRecord>builder()
+    /**
+     * The input: with checkpoints, it resumes from the group's committed offsets (committed on checkpoint
+     * completion), from the beginning if the group has none, and a restart inside the job uses the checkpointed
+     * offsets. At most once, a reader starts at the newest record, also after a restart, and the consumer
+     * commits what it read (what the drain watches).
+     */
+    static KafkaSource<KafkaRecord> source(Options options) {
+        boolean atMostOnce = options.guarantee() == Guarantee.AT_MOST_ONCE;
+        return KafkaSource.<KafkaRecord>builder()
                 .setBootstrapServers(options.bootstrap())
-                .setDeliveryGuarantee(DELIVERY_GUARANTEE)
-                .setKafkaProducerConfig(producerProperties(options))
-                .setRecordSerializer(new KeyValueSerializer(options.outputTopic()))
+                .setProperties(options.kafka().toProperties())
+                .setTopics(options.inputTopic())
+                .setGroupId(options.groupId())
+                .setStartingOffsets(atMostOnce ? new NewestOnEveryStart()
+                        : OffsetsInitializer.committedOffsets(OffsetResetStrategy.EARLIEST))
+                .setProperty(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT.key(), Boolean.toString(!atMostOnce))
+                .setProperty(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, Boolean.toString(atMostOnce))
+                .setProperty(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, Long.toString(AUTO_COMMIT_INTERVAL_MS))
+                .setDeserializer(new KeyValueDeserializer())
                 .build();
+    }
+
+    /** The Flink sink guarantee of each {@link Guarantee}. */
+    static DeliveryGuarantee deliveryGuarantee(Guarantee guarantee) {
+        switch (guarantee) {
+            case AT_MOST_ONCE:
+                return DeliveryGuarantee.NONE;
+            case EXACTLY_ONCE:
+                return DeliveryGuarantee.EXACTLY_ONCE;
+            default:
+                return DeliveryGuarantee.AT_LEAST_ONCE;
+        }
+    }
+
+    /** The result-topic sink: the shared {@link SinkSettings} producer properties, under the run's guarantee. */
+    static KafkaSink<KafkaRecord> sink(Options options) {
+        Properties props = producerProperties(options);
+        if (options.guarantee() == Guarantee.EXACTLY_ONCE) {
+            props.setProperty(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, Long.toString(TRANSACTION_TIMEOUT_MS));
+        }
+        var builder = KafkaSink.<KafkaRecord>builder()
+                .setBootstrapServers(options.bootstrap())
+                .setDeliveryGuarantee(deliveryGuarantee(options.guarantee()))
+                .setKafkaProducerConfig(props)
+                .setRecordSerializer(new KeyValueSerializer(options.outputTopic()));
+        if (options.guarantee() == Guarantee.EXACTLY_ONCE) {
+            builder.setTransactionalIdPrefix(options.transactionalIdPrefix());
+        }
+        return builder.build();
     }
 
     /** The shared sink settings plus the connection settings. */
@@ -188,8 +250,12 @@ public final class FlinkAtLeastOnceJob {
     /** The {@code streamlab.*} entries, each taken from the object Flink will run with. */
     static Map<String, String> readBack(StreamExecutionEnvironment env, Transformation<?> source,
                                         Transformation<?> enrich, Transformation<?> sink,
-                                        Properties producerConfig, Boolean commitsOnCheckpoint) {
-        Properties build = ReadBack.buildProperties(FlinkAtLeastOnceJob.class);
+                                        KafkaSink<?> kafkaSink, KafkaSource<?> kafkaSource) {
+        Properties producerConfig = producerConfig(kafkaSink);
+        Configuration sourceConf = sourceConfiguration(kafkaSource);
+        Boolean commitsOnCheckpoint = sourceConf.get(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT);
+        DeliveryGuarantee delivery = (DeliveryGuarantee) field(kafkaSink, "deliveryGuarantee");
+        Properties build = ReadBack.buildProperties(FlinkJob.class);
         CheckpointConfig checkpoints = env.getCheckpointConfig();
         ReadableConfig conf = env.getConfiguration();
         Map<String, String> out = new LinkedHashMap<>();
@@ -202,22 +268,88 @@ public final class FlinkAtLeastOnceJob {
         out.put(ReadBack.GROUPING, grouping(env, source, enrich, sink));
         out.putAll(SinkSettings.describe(producerConfig));
         out.putAll(KafkaConnection.describe(producerConfig));
-        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, DELIVERY_GUARANTEE.toString());
+        out.put(ReadBack.GUARANTEE, guarantee(checkpoints, delivery).option());
+        out.put(ReadBack.SINK_DELIVERY_GUARANTEE, delivery.toString());
+        if (delivery == DeliveryGuarantee.EXACTLY_ONCE) {
+            out.put(ReadBack.TRANSACTIONAL_ID_PREFIX, String.valueOf(field(kafkaSink, "transactionalIdPrefix")));
+            out.put(ReadBack.TRANSACTION_TIMEOUT_MS,
+                    String.valueOf(producerConfig.get(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG)));
+        }
         out.put(ReadBack.KAFKA_CLIENTS_VERSION, ReadBack.kafkaClientsVersion());
         out.put(ReadBack.CONNECTOR_VERSION, build.getProperty("connector.version"));
-        out.put(ReadBack.CHECKPOINT_INTERVAL_MS, Long.toString(checkpoints.getCheckpointInterval()));
-        out.put(ReadBack.CHECKPOINTING_MODE, checkpoints.getCheckpointingConsistencyMode().name());
-        out.put(ReadBack.TOLERABLE_FAILED_CHECKPOINTS,
-                Integer.toString(checkpoints.getTolerableCheckpointFailureNumber()));
+        if (checkpoints.isCheckpointingEnabled()) {
+            out.put(ReadBack.CHECKPOINT_INTERVAL_MS, Long.toString(checkpoints.getCheckpointInterval()));
+            out.put(ReadBack.CHECKPOINTING_MODE, checkpoints.getCheckpointingConsistencyMode().name());
+            out.put(ReadBack.TOLERABLE_FAILED_CHECKPOINTS,
+                    Integer.toString(checkpoints.getTolerableCheckpointFailureNumber()));
+        } else {
+            out.put(ReadBack.CHECKPOINTING_MODE, ReadBack.NONE);
+        }
         String strategy = conf.getOptional(RestartStrategyOptions.RESTART_STRATEGY).orElse(null);
         out.put(ReadBack.RESTART_STRATEGY, strategy == null ? "(cluster default)" : strategy);
         out.put(ReadBack.RESTART_ATTEMPTS,
                 String.valueOf(conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS)));
         out.put(ReadBack.RESTART_DELAY_MS,
                 Long.toString(conf.get(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY).toMillis()));
-        out.put(ReadBack.OFFSET_COMMIT, commitsOnCheckpoint == null ? "(unknown)"
-                : commitsOnCheckpoint ? "on checkpoint completion" : "none");
+        out.put(ReadBack.OFFSET_COMMIT, offsetCommit(commitsOnCheckpoint, sourceConf, kafkaSource));
+        out.put(ReadBack.STARTING_OFFSETS, startingOffsets(kafkaSource));
         return out;
+    }
+
+    /**
+     * What the job guarantees, from what it was built with: no checkpoints and a sink that waits for nothing
+     * is at most once; exactly-once checkpoints and a transactional sink exactly once; else at least once.
+     */
+    static Guarantee guarantee(CheckpointConfig checkpoints, DeliveryGuarantee delivery) {
+        if (!checkpoints.isCheckpointingEnabled() && delivery == DeliveryGuarantee.NONE) {
+            return Guarantee.AT_MOST_ONCE;
+        }
+        if (checkpoints.isCheckpointingEnabled() && delivery == DeliveryGuarantee.EXACTLY_ONCE
+                && checkpoints.getCheckpointingConsistencyMode() == CheckpointingMode.EXACTLY_ONCE) {
+            return Guarantee.EXACTLY_ONCE;
+        }
+        return Guarantee.AT_LEAST_ONCE;
+    }
+
+    /** When the source commits offsets, as the built source holds it. */
+    static String offsetCommit(Boolean commitsOnCheckpoint, Configuration sourceConf, KafkaSource<?> source) {
+        if (Boolean.TRUE.equals(commitsOnCheckpoint)) {
+            return "on checkpoint completion";
+        }
+        Properties props = (Properties) field(source, "props");
+        if (Boolean.parseBoolean(props.getProperty(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG))) {
+            return "as read, every " + props.getProperty(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG) + " ms";
+        }
+        return "none";
+    }
+
+    /** Where the source's readers start: the initializer's marker (KafkaPartitionSplit's -1, -2, -3). */
+    static String startingOffsets(KafkaSource<?> source) {
+        Object initializer = field(source, "startingOffsetsInitializer");
+        if (initializer instanceof NewestOnEveryStart) {
+            return "latest, also after a restart";
+        }
+        long marker = (long) field(initializer, "startingOffset");
+        if (marker == -1L) {
+            return "latest";
+        }
+        if (marker == -3L) {
+            return "committed, else " + ((org.apache.flink.connector.kafka.source.enumerator.initializer
+                    .OffsetsInitializer) initializer).getAutoOffsetResetStrategy().toString().toLowerCase(
+                    java.util.Locale.ROOT);
+        }
+        return marker == -2L ? "earliest" : Long.toString(marker);
+    }
+
+    /** A private field of a connector object (the builders keep what they built there, with no getter). */
+    static Object field(Object owner, String name) {
+        try {
+            java.lang.reflect.Field field = owner.getClass().getDeclaredField(name);
+            field.setAccessible(true);
+            return field.get(owner);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new IllegalStateException("cannot read " + name + " back from " + owner.getClass().getName(), e);
+        }
     }
 
     /**
@@ -250,16 +382,20 @@ public final class FlinkAtLeastOnceJob {
         }
     }
 
-    /** KafkaSource's commit.offsets.on.checkpoint as the built source holds it (package-private getter). */
-    static Boolean commitsOnCheckpoint(KafkaSource<?> source) {
+    /** KafkaSource's configuration as the built source holds it (package-private getter). */
+    static Configuration sourceConfiguration(KafkaSource<?> source) {
         try {
             Method getter = KafkaSource.class.getDeclaredMethod("getConfiguration");
             getter.setAccessible(true);
-            Configuration conf = (Configuration) getter.invoke(source);
-            return conf.get(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT);
+            return (Configuration) getter.invoke(source);
         } catch (ReflectiveOperationException | RuntimeException e) {
             throw new IllegalStateException("cannot read the KafkaSource's configuration back", e);
         }
+    }
+
+    /** KafkaSource's commit.offsets.on.checkpoint as the built source holds it. */
+    static Boolean commitsOnCheckpoint(KafkaSource<?> source) {
+        return sourceConfiguration(source).get(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT);
     }
 
     /**
