@@ -436,9 +436,13 @@ def open_sampling(args: argparse.Namespace, clock: Clock) -> Sampling:
         return NoSampling()
     from producer.offsets import REQUEST_TIMEOUT_MS, KafkaOffsets
 
-    bootstrap, security = args.bootstrap, args.kafka_security
+    bootstrap, security, isolation = args.bootstrap, args.kafka_security, args.isolation_level
     sampler = LagSampler(
-        lambda: KafkaOffsets(bootstrap, security), args.input_topic, args.topic, args.group, clock
+        lambda: KafkaOffsets(bootstrap, security, isolation),
+        args.input_topic,
+        args.topic,
+        args.group,
+        clock,
     )
     return ThreadedSampling(sampler, args.sample_interval_s, REQUEST_TIMEOUT_MS / 1000 + 1)
 

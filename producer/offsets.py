@@ -17,13 +17,20 @@ class KafkaOffsets:
     """End offsets from a consumer outside any group, committed offsets from an admin client.
 
     Used from the sampler's thread only; separate from the collector's consumer, so sampling
-    never touches the fetches that timestamp results.
+    never touches the fetches that timestamp results. Read committed, an end offset is the last
+    stable offset: what a reader of committed transactions can see.
     """
 
-    def __init__(self, bootstrap: list[str], security: Mapping[str, object] = NO_SECURITY) -> None:
+    def __init__(
+        self,
+        bootstrap: list[str],
+        security: Mapping[str, object] = NO_SECURITY,
+        isolation_level: str = "read_uncommitted",
+    ) -> None:
         self._consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             request_timeout_ms=REQUEST_TIMEOUT_MS + 1_000,
+            isolation_level=isolation_level,
             **(CONSUMER_SETTINGS | {"client_id": "streamlab-lag"} | dict(security)),
         )
         try:

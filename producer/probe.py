@@ -236,6 +236,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=5.0,
         help="send a new probe to a partition that has not answered for this long (default: 5)",
     )
+    parser.add_argument(
+        "--isolation-level",
+        choices=["read_uncommitted", "read_committed"],
+        default="read_uncommitted",
+        help="read_committed: the answer counts only once its transaction committed, as the "
+        "collector will read it (default: read_uncommitted)",
+    )
     args = parser.parse_args(argv)
     for option in ("input_topic", "result_topic"):
         if not getattr(args, option).strip():
@@ -257,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.bootstrap, args.input_topic, args.kafka_security
         )
         consumer = kafka_clients.open_consumer(
-            args.bootstrap, "read_uncommitted", args.kafka_security
+            args.bootstrap, args.isolation_level, args.kafka_security
         )
     except kafka_clients.StartupError as error:
         print(f"probe: {error}", file=sys.stderr)

@@ -81,8 +81,30 @@ PLAYBOOK_CASES = [
     ),
     (
         "experiment.yml",
-        {"engine": "flink", "guarantee": "exactly_once"},
-        ["-e guarantee=exactly_once", "no setting of this playbook has that name"],
+        {"engine": "flink", "guarantee": "twice"},
+        [
+            "guarantee=twice is not a delivery guarantee",
+            "at_most_once, at_least_once, exactly_once",
+        ],
+    ),
+    (
+        "experiment.yml",
+        {"engine": "storm", "guarantee": "exactly_once"},
+        [
+            "guarantee=exactly_once is not offered by storm",
+            "KafkaBolt is not transactional",
+            "give -e guarantee=NAME with NAME one of at_most_once, at_least_once",
+        ],
+    ),
+    (
+        "experiment.yml",
+        {"engine": "flink", "guarantee": "exactly_once", "sink_idempotence": False},
+        ["guarantee=exactly_once needs sink_idempotence=true"],
+    ),
+    (
+        "experiment.yml",
+        {"engine": "flink", "delivery": "exactly_once"},
+        ["-e delivery=exactly_once", "no setting of this playbook has that name"],
     ),
     (
         "experiment.yml",

@@ -188,3 +188,21 @@ def test_required_collections_are_installed():
             installed.setdefault(name, info["version"])
     for name, version in wanted.items():
         assert installed.get(name) == version, f"{name}: want {version}, have {installed.get(name)}"
+
+
+def test_every_engine_declares_the_guarantees_it_offers():
+    """The experiment's and the study's guarantee checks read engine.yml as data: each engine
+    offers at least at-least-once, names only guarantees the role knows, and gives a reason for
+    each it refuses."""
+    specs = yaml.safe_load((REPO / "roles/experiment/meta/argument_specs.yml").read_text())
+    known = specs["argument_specs"]["main"]["options"]["experiment_guarantee"]["choices"]
+    engines = sorted((REPO / "roles/experiment/tasks").glob("*/engine.yml"))
+    assert engines
+    for path in engines:
+        manifest = yaml.safe_load(path.read_text())
+        offered = manifest["_experiment_engine_guarantees"]
+        refusals = manifest["_experiment_engine_refusals"]
+        assert "at_least_once" in offered, path
+        assert set(offered) <= set(known), path
+        assert set(refusals) == set(known) - set(offered), path
+        assert all(isinstance(why, str) and why for why in refusals.values()), path

@@ -138,7 +138,7 @@ def test_analyze_takes_only_runs_and_only_from_extra_vars(tmp_path, given):
     ("given", "expected"),
     [
         (["-e", "checkpiont_interval_s=60"], "-e checkpiont_interval_s=60 (did you mean"),
-        (["-e", "guarantee=exactly_once"], "-e guarantee=exactly_once"),
+        (["-e", "delivery=exactly_once"], "-e delivery=exactly_once"),
         (["-e", "count=10", "-e", "rat=5"], "-e rat=5 (did you mean rate?)"),
     ],
 )
