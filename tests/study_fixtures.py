@@ -24,6 +24,7 @@ def fake_kit(root: Path, faults: tuple[str, ...] = FAULT_TYPES) -> Kit:
     for relative in (
         "roles/experiment/defaults/main.yml",
         "roles/experiment/vars/main.yml",
+        "roles/experiment/meta/argument_specs.yml",
         "roles/experiment/tasks/flink/engine.yml",
         "roles/experiment/tasks/storm/engine.yml",
         "ansible.cfg",

@@ -90,6 +90,19 @@ def test_flink_vs_storm_spec_expands_to_27_runs(kit):
     assert study.advice is not None and study.advice.mtbf_s == 600
 
 
+def test_guarantees_spec_runs_each_engine_under_each_guarantee_it_offers(kit):
+    study = spec.load(STUDIES / "guarantees.yml", kit)
+    runs = plan.expand(study, kit, "guarantees")
+    assert len(runs) == 15
+    assert sorted({(r.engine, r.parameters["guarantee"]) for r in runs}) == [
+        ("flink", "at_least_once"),
+        ("flink", "at_most_once"),
+        ("flink", "exactly_once"),
+        ("storm", "at_least_once"),
+        ("storm", "at_most_once"),
+    ]
+
+
 def test_checkpoint_interval_spec_and_its_scale(kit):
     study = spec.load(STUDIES / "checkpoint-interval.yml", kit)
     full = plan.make_plan(study, kit, 1.0, order_seed=7)
@@ -121,6 +134,51 @@ def test_checkpoint_interval_spec_and_its_scale(kit):
         plan.make_plan(study, kit, 0.01, order_seed=7)
     assert refused.value.key == "parameters.checkpoint_interval_s"
     assert "the same value twice" in str(refused.value)
+
+
+def test_a_swept_guarantee_runs_on_the_engines_that_offer_it(tmp_path, kit):
+    study = load_text(
+        tmp_path,
+        kit,
+        BASE + "  guarantee: [at_most_once, exactly_once]\n",
+    )
+    runs = plan.expand(study, kit, "g")
+    assert [(r.engine, r.parameters["guarantee"]) for r in runs] == [
+        ("flink", "at_most_once"),
+        ("flink", "exactly_once"),
+        ("storm", "at_most_once"),
+    ]
+    assert runs[1].run_id == "g-flink-guarantee_exactly_once-none-r1"
+    assert kit.guarantees == {
+        "flink": ("at_most_once", "at_least_once", "exactly_once"),
+        "storm": ("at_most_once", "at_least_once"),
+    }
+
+
+def test_a_setting_given_per_engine_runs_each_engine_with_its_own(tmp_path, kit):
+    study = load_text(
+        tmp_path,
+        kit,
+        "engines: [flink, storm]\nparameters:\n  count: 40000\n"
+        "  guarantee: {flink: exactly_once, storm: at_most_once}\n"
+        "  warmup_s: {storm: [4, 6]}\n",
+    )
+    runs = plan.expand(study, kit, "g")
+    assert [(r.run_id, r.parameters) for r in runs] == [
+        ("g-flink-none-r1", {"count": 40000, "guarantee": "exactly_once"}),
+        (
+            "g-storm-warmup_s_4-none-r1",
+            {"count": 40000, "guarantee": "at_most_once", "warmup_s": 4},
+        ),
+        (
+            "g-storm-warmup_s_6-none-r1",
+            {"count": 40000, "guarantee": "at_most_once", "warmup_s": 6},
+        ),
+    ]
+    scaled, found = plan.scale_spec(study, 0.5)
+    assert scaled.per_engine["warmup_s"] == {"storm": (2, 3)}
+    assert scaled.parameters["warmup_s"] == (2, 3)
+    assert ("parameters.warmup_s.storm", 4, 2) in [(f.key, f.before, f.after) for f in found]
 
 
 def test_run_order_is_shuffled_by_the_seed(kit):
@@ -175,7 +233,18 @@ parameters:
         (BASE + "  rate: [1000, 1000]\n", "parameters.rate", ["listed twice"]),
         (BASE + "  rate: fast\n", "parameters.rate", ["must be a number"]),
         (BASE + "  sink_idempotence: 1\n", "parameters.sink_idempotence", ["true or false"]),
-        (BASE + "  rate: {a: 1}\n", "parameters.rate", ["not a value"]),
+        (BASE + "  rate: {a: 1}\n", "parameters.rate.a", ["not an engine of this study"]),
+        (BASE + "  rate: {flink: [1, {b: 2}]}\n", "parameters.rate.flink[1]", ["not a value"]),
+        (
+            BASE + "  checkpoint_interval_s: {flink: 5}\n",
+            "parameters.checkpoint_interval_s",
+            ["only flink's runs use it"],
+        ),
+        (
+            BASE + "  guarantee: {flink: exactly_once, storm: exactly_once}\n",
+            "parameters.guarantee.storm",
+            ["storm does not offer exactly_once", "it offers at_most_once, at_least_once"],
+        ),
         (BASE + "repetition: 3\n", "repetition", ["not a spec key", "did you mean repetitions"]),
         (BASE + "repetitions: 0\n", "repetitions", ["at least 1"]),
         (BASE + "  engine: flink\n", "parameters.engine", ["engines"]),
@@ -249,6 +318,21 @@ parameters:
             ["at least 0 (0 derives it or turns it off)"],
         ),
         (BASE + "  rate: 0\n", "parameters.rate", ["must be a number of messages/s above 0"]),
+        # The experiment's argument spec's choices, and the guarantees each engine offers.
+        (
+            BASE + "  guarantee: [at_least_once, twice]\n",
+            "parameters.guarantee[1]",
+            ["'twice' is not one of at_most_once, at_least_once, exactly_once"],
+        ),
+        (
+            BASE + "  guarantee: exactly_once\n",
+            "parameters.guarantee",
+            [
+                "storm does not offer exactly_once (Storm's KafkaBolt is not transactional",
+                "it offers at_most_once, at_least_once",
+                "remove storm from engines",
+            ],
+        ),
         (BASE + "advice: {mtbf_s: 0}\n", "advice.mtbf_s", ["above 0"]),
         (BASE + "advice: {max_p99_ms: 10}\n", "advice.mtbf_s", ["missing"]),
         (BASE + "name: Big Study\n", "name", ["lower-case"]),

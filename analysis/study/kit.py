@@ -1,11 +1,15 @@
 """What this checkout's experiment accepts, read from the roles themselves (no second list).
 
 - Engines: roles/experiment/tasks/<engine>/engine.yml exists (as the experiment role decides).
-- Each engine's own parameters: the keys of `_experiment_engine_parameters` in that file.
+- Each engine's own parameters: the keys of `_experiment_engine_parameters` in that file; the
+  delivery guarantees it offers, `_experiment_engine_guarantees`, and why it refuses the others,
+  `_experiment_engine_refusals`.
 - Fault types: `none` and the task files of roles/fault/tasks/types/.
 - Parameters: the keys of roles/experiment/defaults/main.yml without their `experiment_`
   prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
   settings below.
+- Choices: a setting's `choices` in roles/experiment/meta/argument_specs.yml (Ansible refuses
+  any other value before the role runs).
 - Whole-number rules: the keys of `_experiment_positive_numbers` (at least 1) and
   `_experiment_whole_numbers` (at least 0) in roles/experiment/vars/main.yml, which the
   experiment's checks loop over.
@@ -24,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path("playbooks/experiment.yml")
 EXPERIMENT_DEFAULTS = Path("roles/experiment/defaults/main.yml")
 EXPERIMENT_VARS = Path("roles/experiment/vars/main.yml")
+EXPERIMENT_SPECS = Path("roles/experiment/meta/argument_specs.yml")
 # The experiment's lists of whole-number settings (roles/experiment/tasks/validate.yml asserts
 # each) and the smallest value each allows.
 WHOLE_NUMBER_RULES = {"_experiment_positive_numbers": 1, "_experiment_whole_numbers": 0}
@@ -73,6 +78,11 @@ class Kit:
     engine_parameters: dict[str, frozenset[str]]
     # Short name -> the smallest whole number the experiment accepts for it.
     minimums: dict[str, int]
+    # Short name -> the only values the experiment accepts (its argument spec's choices).
+    choices: dict[str, tuple[str, ...]]
+    # Engine -> the delivery guarantees it offers, and why it refuses a guarantee it does not.
+    guarantees: dict[str, tuple[str, ...]]
+    refusals: dict[str, dict[str, str]]
 
     @classmethod
     def load(cls, root: Path = REPO) -> Kit:
@@ -87,11 +97,26 @@ class Kit:
             if key.startswith(PREFIX)
         }
         engine_files = sorted((root / ENGINE_TASKS).glob("*/engine.yml"))
+        manifests = {path.parent.name: _yaml_mapping(path) for path in engine_files}
         engine_parameters = {
-            path.parent.name: frozenset(
-                _yaml_mapping(path).get("_experiment_engine_parameters") or {}
-            )
-            for path in engine_files
+            engine: frozenset(manifest.get("_experiment_engine_parameters") or {})
+            for engine, manifest in manifests.items()
+        }
+        guarantees = {
+            engine: tuple(manifest.get("_experiment_engine_guarantees") or ())
+            for engine, manifest in manifests.items()
+        }
+        refusals = {
+            engine: dict(manifest.get("_experiment_engine_refusals") or {})
+            for engine, manifest in manifests.items()
+        }
+        options = (
+            (_yaml_mapping(root / EXPERIMENT_SPECS).get("argument_specs") or {}).get("main") or {}
+        ).get("options") or {}
+        choices = {
+            key.removeprefix(PREFIX): tuple(option["choices"])
+            for key, option in options.items()
+            if isinstance(option, dict) and option.get("choices")
         }
         unknown = sorted(set(FAULT_SCHEDULE_PARAMETERS) - set(defaults))
         if unknown:
@@ -113,6 +138,9 @@ class Kit:
             defaults=defaults,
             engine_parameters=engine_parameters,
             minimums=minimums,
+            choices=choices,
+            guarantees=guarantees,
+            refusals=refusals,
         )
 
     @property
@@ -130,6 +158,17 @@ class Kit:
             if parameter in names:
                 return engine
         return None
+
+    def offers(self, engine: str, guarantee: object) -> bool:
+        """Whether the engine's job keeps this delivery guarantee."""
+        return guarantee in self.guarantees.get(engine, ())
+
+    def refusal(self, engine: str, guarantee: str) -> str:
+        """Why the engine does not offer the guarantee, and what it offers."""
+        why = self.refusals.get(engine, {}).get(guarantee, "its job does not implement it")
+        return f"{engine} does not offer {guarantee} ({why}); it offers " + ", ".join(
+            self.guarantees.get(engine, ())
+        )
 
     def default_inventory(self) -> str | None:
         """ansible.cfg's inventory, as ansible-playbook would take it without -i."""

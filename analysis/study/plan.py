@@ -149,12 +149,31 @@ def scale_spec(spec: StudySpec, scale: float) -> tuple[StudySpec, tuple[ScaledVa
         )
         for fault in spec.faults
     )
+    per_engine = {
+        name: {
+            engine: (
+                _scale_values(f"parameters.{name}.{engine}", values, scale, spec, found)
+                if name == SCALED_COUNT or _is_duration(name)
+                else values
+            )
+            for engine, values in by_engine.items()
+        }
+        for name, by_engine in spec.per_engine.items()
+    }
+    parameters = {
+        name: tuple(dict.fromkeys(v for vs in per_engine[name].values() for v in vs))
+        if name in per_engine
+        else values
+        for name, values in parameters.items()
+    }
     advice = spec.advice
     if advice is not None:
         mtbf_s = advice.mtbf_s * scale
         found.append(ScaledValue("advice.mtbf_s", advice.mtbf_s, mtbf_s))
         advice = AdviceSpec(mtbf_s=mtbf_s, max_p99_ms=advice.max_p99_ms)
-    return replace(spec, parameters=parameters, faults=faults, advice=advice), tuple(found)
+    return replace(
+        spec, parameters=parameters, per_engine=per_engine, faults=faults, advice=advice
+    ), tuple(found)
 
 
 def _name_part(value: Scalar) -> str:
@@ -183,9 +202,13 @@ def expand(spec: StudySpec, kit: Kit, study: str) -> list[PlannedRun]:
     runs: list[PlannedRun] = []
     where: dict[str, str] = {}
     for engine in spec.engines:
-        names = [p for p in spec.parameters if kit.owner(p) in (None, engine)]
-        for values in itertools.product(*(spec.parameters[name] for name in names)):
+        names = [p for p in spec.names_for(engine) if kit.owner(p) in (None, engine)]
+        for values in itertools.product(*(spec.values_for(name, engine) for name in names)):
             parameters = dict(zip(names, values, strict=True))
+            # A swept guarantee runs on the engines that offer it (the spec check made sure each
+            # engine offers one of them).
+            if not kit.offers(engine, parameters.get("guarantee", kit.defaults["guarantee"])):
+                continue
             setting_parts = [
                 f"{name}_{_name_part(parameters[name])}" for name in names if name in spec.listed
             ]

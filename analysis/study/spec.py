@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ DEFAULT_MAX_FAILURES = 3
 # The one setting that must be a number above 0 but need not be whole (the experiment's
 # "Check the rate").
 RATE = "rate"
+GUARANTEE = "guarantee"
 
 
 class SpecError(Exception):
@@ -73,7 +74,8 @@ class StudySpec:
     name: str
     description: str
     engines: tuple[str, ...]
-    # Experiment settings in spec order, each with its values (one unless given as a list).
+    # Experiment settings in spec order, each with its values (one unless given as a list);
+    # for a setting given per engine, every engine's values together.
     parameters: dict[str, tuple[Scalar, ...]]
     listed: tuple[str, ...]
     faults: tuple[FaultSpec, ...]
@@ -82,9 +84,27 @@ class StudySpec:
     max_failures: int
     advice: AdviceSpec | None
     source: Path
+    # Settings given per engine ({flink: exactly_once, storm: at_most_once}): name -> engine ->
+    # its values. An engine the mapping leaves out runs the experiment's default.
+    per_engine: dict[str, dict[str, tuple[Scalar, ...]]] = field(default_factory=dict)
 
     def faults_for(self, engine: str) -> tuple[FaultSpec, ...]:
         return tuple(fault for fault in self.faults if engine in fault.engines)
+
+    def names_for(self, engine: str) -> list[str]:
+        """The settings an engine's runs get from the spec: a per-engine one only where the
+        mapping names the engine (the caller drops another engine's own settings)."""
+        return [
+            name
+            for name in self.parameters
+            if name not in self.per_engine or engine in self.per_engine[name]
+        ]
+
+    def values_for(self, name: str, engine: str) -> tuple[Scalar, ...]:
+        """The values an engine's runs take for a setting of names_for(engine)."""
+        if name in self.per_engine:
+            return self.per_engine[name][engine]
+        return self.parameters[name]
 
 
 def load(path: Path, kit: Kit) -> StudySpec:
@@ -175,6 +195,37 @@ def _check_range(
             _positive(source, where, value, "a number of messages/s")
 
 
+def _check_choices(
+    source: Path, key: str, values: Sequence[Scalar], listed: bool, choices: Sequence[str] | None
+) -> None:
+    """A setting with choices in the experiment's argument spec takes one of them."""
+    if not choices:
+        return
+    for index, value in enumerate(values):
+        if value not in choices:
+            raise SpecError(
+                source,
+                f"{key}[{index}]" if listed else key,
+                f"{value!r} is not one of {', '.join(choices)} (roles/experiment/meta/"
+                "argument_specs.yml): the experiment refuses it",
+            )
+
+
+def _check_guarantees(
+    source: Path, key: str, values: Sequence[Scalar], kit: Kit, engines: Sequence[str]
+) -> None:
+    """Each engine runs the listed guarantees it offers: one that offers none of them would
+    run nothing."""
+    for engine in engines:
+        if not any(kit.offers(engine, value) for value in values):
+            refused = "; ".join(kit.refusal(engine, str(value)) for value in values)
+            raise SpecError(
+                source,
+                key,
+                f"{refused}: add a guarantee {engine} offers, or remove {engine} from engines",
+            )
+
+
 def _mapping(source: Path, key: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise SpecError(source, key, f"must be a mapping of name: value, not {value!r}")
@@ -201,7 +252,7 @@ def parse(data: Any, kit: Kit, source: Path) -> StudySpec:
     if not isinstance(description, str):
         raise SpecError(source, "description", "must be a string")
     engines = _engines(source, data.get("engines"), kit)
-    parameters, listed = _parameters(source, data.get("parameters", {}), kit, engines)
+    parameters, listed, per_engine = _parameters(source, data.get("parameters", {}), kit, engines)
     faults = _faults(source, data.get("faults", [{"fault": NO_FAULT}]), kit, engines)
     order_seed = data.get("order_seed")
     if order_seed is not None:
@@ -211,6 +262,7 @@ def parse(data: Any, kit: Kit, source: Path) -> StudySpec:
         description=description.strip(),
         engines=engines,
         parameters=parameters,
+        per_engine=per_engine,
         listed=listed,
         faults=faults,
         repetitions=_whole(source, "repetitions", data.get("repetitions", 1), 1),
@@ -241,9 +293,12 @@ def _engines(source: Path, value: Any, kit: Kit) -> tuple[str, ...]:
 
 def _parameters(
     source: Path, value: Any, kit: Kit, engines: Sequence[str]
-) -> tuple[dict[str, tuple[Scalar, ...]], tuple[str, ...]]:
+) -> tuple[
+    dict[str, tuple[Scalar, ...]], tuple[str, ...], dict[str, dict[str, tuple[Scalar, ...]]]
+]:
     parameters: dict[str, tuple[Scalar, ...]] = {}
     listed: list[str] = []
+    per_engine: dict[str, dict[str, tuple[Scalar, ...]]] = {}
     allowed = kit.study_parameters
     for name, given in _mapping(source, "parameters", value).items():
         key = f"parameters.{name}"
@@ -270,13 +325,69 @@ def _parameters(
                 f"only {owner}'s runs use it and the study runs no {owner}: remove it, or add "
                 f"{owner} to engines",
             )
-        values, is_list = _values(source, key, given)
-        _check_type(source, key, values, kit.defaults[name])
-        _check_range(source, key, values, is_list, kit.minimums.get(name), name == RATE)
+        if isinstance(given, dict):
+            per_engine[name] = _per_engine(source, key, given, name, kit, engines, owner)
+            values = tuple(dict.fromkeys(v for vs in per_engine[name].values() for v in vs))
+            is_list = any(isinstance(item, list) for item in given.values())
+        else:
+            values, is_list = _values(source, key, given)
+            _check_value(source, key, values, is_list, name, kit)
+            if name == GUARANTEE:
+                _check_guarantees(source, key, values, kit, engines)
         parameters[name] = values
         if is_list:
             listed.append(name)
-    return parameters, tuple(listed)
+    return parameters, tuple(listed), per_engine
+
+
+def _check_value(
+    source: Path, key: str, values: Sequence[Scalar], listed: bool, name: str, kit: Kit
+) -> None:
+    """The kind, choices and range the experiment accepts for the setting."""
+    _check_type(source, key, values, kit.defaults[name])
+    _check_choices(source, key, values, listed, kit.choices.get(name))
+    _check_range(source, key, values, listed, kit.minimums.get(name), name == RATE)
+
+
+def _per_engine(
+    source: Path,
+    key: str,
+    given: Mapping[Any, Any],
+    name: str,
+    kit: Kit,
+    engines: Sequence[str],
+    owner: str | None,
+) -> dict[str, tuple[Scalar, ...]]:
+    """{engine: value or list}: each engine of the study its own values; under `guarantee`
+    each must be one the engine offers."""
+    if owner is not None:
+        raise SpecError(
+            source, key, f"only {owner}'s runs use it: give its values, not one per engine"
+        )
+    if not given:
+        raise SpecError(source, key, "an empty mapping runs nothing: give engine: value")
+    out: dict[str, tuple[Scalar, ...]] = {}
+    for engine, engine_given in given.items():
+        where = f"{key}.{engine}"
+        if engine not in engines:
+            raise SpecError(
+                source,
+                where,
+                f"not an engine of this study ({', '.join(engines)}): give values per engine "
+                "of engines:",
+            )
+        values, is_list = _values(source, where, engine_given)
+        _check_value(source, where, values, is_list, name, kit)
+        if name == GUARANTEE:
+            for index, value in enumerate(values):
+                if not kit.offers(engine, value):
+                    raise SpecError(
+                        source,
+                        f"{where}[{index}]" if is_list else where,
+                        kit.refusal(engine, str(value)),
+                    )
+        out[engine] = values
+    return out
 
 
 def _faults(source: Path, value: Any, kit: Kit, engines: Sequence[str]) -> tuple[FaultSpec, ...]:
