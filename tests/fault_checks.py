@@ -15,18 +15,26 @@ def read_jsonl(path: Path) -> list[dict]:
 def check_delivery_and_fault(
     out: Path, fault: str, fault_at_s: int, duration_s: int
 ) -> tuple[dict, dict, list[dict]]:
-    """What every faulty run must show; returns run.json, summary.json and the timeline."""
+    """What every faulty run must show, under the guarantee it ran with: nothing acknowledged
+    lost (at least once, exactly once), nothing delivered twice (at most once, exactly once),
+    and what was lost counted exactly; returns run.json, summary.json and the timeline."""
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "complete", record["incomplete_reasons"]
     assert record["drain"]["stop_reason"] == "complete"
+    guarantee = record["parameters"]["guarantee"]
+    # The job reports the guarantee it was built to keep: the one asked for.
+    assert record["settings"]["guarantee"] == guarantee, record["settings_read_from"]
     produced = read_jsonl(out / "produced.jsonl")
     acked = {p["msg_id"] for p in produced if p["acked"]}
     received = read_jsonl(out / "received.jsonl")
     ids = [r["msg_id"] for r in received]
-    assert acked <= set(ids), f"lost: {sorted(acked - set(ids))[:10]}"
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["lost"] == 0
+    assert summary["lost"] == len(acked - set(ids))
     assert summary["duplicate_records"] == len(ids) - len(set(ids))
+    if guarantee != "at_most_once":
+        assert acked <= set(ids), f"lost: {sorted(acked - set(ids))[:10]}"
+    if guarantee != "at_least_once":
+        assert summary["duplicate_records"] == 0, summary["duplicate_records"]
 
     (injected,) = read_jsonl(out / "faults.jsonl")
     assert injected["fault"] == fault
@@ -54,7 +62,8 @@ def check_recovery_timeline(record: dict, summary: dict) -> None:
     """The run produced for recovery_window_s after its fault, so it shows the whole recovery:
     every phase observed (none censored), in order, on the driver clock; the guarantee judged."""
     assert record["verdict"]["holds"] is True, record["verdict"]
-    assert summary["verdict"]["holds"] is True and summary["verdict"]["lost"] == 0
+    assert summary["verdict"]["holds"] is True
+    assert summary["verdict"]["lost"] == summary["lost"] == record["verdict"]["lost"]
     (fault,) = summary["faults"]
     phases = ("detected_s", "engine_whole_s", "first_output_s", "caught_up_s", "recovery_s")
     missing = [
@@ -73,15 +82,17 @@ def check_recovery_timeline(record: dict, summary: dict) -> None:
     assert start <= fault["recovery_intended_ms"] <= fault["recovered_at_ms"] + apart, fault
     assert fault["recovery_s"] == (fault["recovered_at_ms"] - start) / 1000, fault
     assert fault["failure_cost_ms"] > 0 and fault["replayed_s"] >= 0
-    if record["engine"] == "flink":  # the last checkpoint before the fault is in the history
+    if record["settings"].get("checkpointing_mode") not in (None, "none"):
+        # the last checkpoint before the fault is in the history
         assert fault["checkpoint_age_s"] is not None and fault["checkpoint_age_s"] >= 0, fault
     assert fault["duplicate_records"] <= summary["duplicate_records"]
 
 
 def check_flink_restarted(out: Path, summary: dict, timeline: list[dict]) -> None:
     """Flink itself said so: the job left RUNNING (subtasks failed or waiting for slots) and ran
-    again with every subtask, and its exception history blames the killed TaskManager; the
-    replay from the last checkpoint wrote some results twice, and they were counted.
+    again with every subtask, its exception history blames the killed TaskManager, and it
+    restored a checkpoint; at least once, the replay wrote some results twice, and they were
+    counted.
 
     Flink's numRestarts metric is not used: read over REST it stayed 0 (or absent) in runs that
     visibly restarted (smoke-study runs: docs/results.md)."""
@@ -101,7 +112,12 @@ def check_flink_restarted(out: Path, summary: dict, timeline: list[dict]) -> Non
     # Flink names a TaskManager process <address>:<rpc port>-<random>.
     address = lab_hosts()[injected["host"]]
     assert any(str(name).startswith(f"{address}:") for name in blamed), blamed
-    assert summary["duplicate_records"] > 0
+    # The job went back to its last checkpoint and read again what followed it: at least once,
+    # that shows as duplicates; exactly once, the replayed records' transactions were aborted.
+    checkpoints = json.loads((out / "engine" / "flink-checkpoints.json").read_text())
+    assert checkpoints["counts"]["restored"] >= 1, checkpoints["counts"]
+    if summary["verdict"]["guarantee"] == "at_least_once":
+        assert summary["duplicate_records"] > 0
 
 
 def check_storm_worker_relaunched(out: Path) -> None:
