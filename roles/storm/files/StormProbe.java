@@ -183,30 +183,37 @@ public final class StormProbe {
 
     /**
      * What an experiment keeps of the topology once it has run, in one JVM: its statistics as
-     * `topology` prints them, once they count an acked spout tuple (workers report every
+     * `topology` prints them, once they count the run's spout tuples (workers report every
      * executor.metrics.frequency.secs, so the first answer may predate the run) or after timeoutMs,
-     * and what `submitted` prints. Prints {"topology", "conf", "code", "waited_ms"} or {"error"};
-     * exit 0, 2 when Nimbus knows no such topology, 3 when it cannot be asked, 4 when no report
-     * counted an acked tuple within timeoutMs (the answer is still printed).
+     * and what `submitted` prints. The count is of acked tuples, or of emitted ones for a topology
+     * without ackers (an at-most-once one acks nothing). Prints {"topology", "conf", "code",
+     * "waited_ms", "counted"} or {"error"}; exit 0, 2 when Nimbus knows no such topology, 3 when it
+     * cannot be asked, 4 when no report counted a tuple within timeoutMs (the answer is still
+     * printed).
      */
     private static int evidence(String name, long timeoutMs, PrintStream out) {
         Map<String, Object> conf = Utils.readStormConfig();
         long start = System.currentTimeMillis();
         try (NimbusClient nimbus = NimbusClient.getConfiguredClient(conf, 20_000)) {
+            String id = topologyId(nimbus.getClient(), name);
+            Map<?, ?> topologyConf = topologyConf(nimbus.getClient(), id);
+            Object ackers = topologyConf.get("topology.acker.executors");
+            String counted = ackers instanceof Number && ((Number) ackers).intValue() == 0
+                    ? "spout_emitted" : "spout_acked";
             Map<String, Object> topology = topology(nimbus.getClient().getTopologyInfoByName(name));
-            while (((Number) topology.get("spout_acked")).longValue() == 0
+            while (((Number) topology.get(counted)).longValue() == 0
                     && System.currentTimeMillis() - start < timeoutMs) {
                 Thread.sleep(WAIT_POLL_MS);
                 topology = topology(nimbus.getClient().getTopologyInfoByName(name));
             }
-            String id = topologyId(nimbus.getClient(), name);
             Map<String, Object> answer = new LinkedHashMap<>();
             answer.put("topology", topology);
-            answer.put("conf", topologyConf(nimbus.getClient(), id));
+            answer.put("conf", topologyConf);
             answer.put("code", topologyCode(nimbus.getClient(), id));
             answer.put("waited_ms", System.currentTimeMillis() - start);
+            answer.put("counted", counted);
             out.println(JSONValue.toJSONString(answer));
-            return ((Number) topology.get("spout_acked")).longValue() > 0 ? 0 : 4;
+            return ((Number) topology.get(counted)).longValue() > 0 ? 0 : 4;
         } catch (NotAliveException e) {
             out.println(JSONValue.toJSONString(Map.of("error", "no topology named " + name)));
             return 2;
@@ -306,6 +313,7 @@ public final class StormProbe {
 
     private static Map<String, Object> topology(TopologyInfo info) {
         long acked = 0;
+        long emitted = 0;
         long failed = 0;
         double latencyWeighted = 0;
         List<Object> executors = new ArrayList<>();
@@ -320,10 +328,13 @@ public final class StormProbe {
                 SpoutStats spout = specific.get_spout();
                 long a = sum(spout.get_acked().get(ALL_TIME));
                 double latency = mean(spout.get_complete_ms_avg().get(ALL_TIME));
+                long m = e.get_stats().is_set_emitted() ? sumStreams(e.get_stats().get_emitted().get(ALL_TIME)) : 0;
                 item.put("acked", a);
+                item.put("emitted", m);
                 item.put("failed", sum(spout.get_failed().get(ALL_TIME)));
                 item.put("complete_latency_ms", latency);
                 acked += a;
+                emitted += m;
                 failed += sum(spout.get_failed().get(ALL_TIME));
                 latencyWeighted += latency * a;
             } else if (specific != null && specific.is_set_bolt()) {
@@ -340,6 +351,7 @@ public final class StormProbe {
         out.put("status", info.get_status());
         out.put("uptime_s", info.get_uptime_secs());
         out.put("spout_acked", acked);
+        out.put("spout_emitted", emitted);
         out.put("spout_failed", failed);
         out.put("complete_latency_ms", acked == 0 ? null : latencyWeighted / acked);
         out.put("executors", executors);
@@ -439,6 +451,12 @@ public final class StormProbe {
 
     private static <K> long sum(Map<K, Long> counts) {
         return counts == null ? 0 : counts.values().stream().mapToLong(Long::longValue).sum();
+    }
+
+    /** Tuples emitted on the component's own streams, Storm's system streams (__ack_init...) left out. */
+    private static long sumStreams(Map<String, Long> byStream) {
+        return byStream == null ? 0 : byStream.entrySet().stream().filter(s -> !s.getKey().startsWith("__"))
+                .mapToLong(Map.Entry::getValue).sum();
     }
 
     private static <K> double mean(Map<K, Double> averages) {
