@@ -578,6 +578,14 @@ def advise(paths: Sequence[Path], mtbf_s: float, max_p99_ms: float = DEFAULT_MAX
         if run.get("status") != "complete":
             notes.append(f"{run['run_id']} left out: its run.json status is {run.get('status')!r}")
             continue
+        # The advice weighs replay against checkpoint cost: an at-most-once run takes no
+        # checkpoints and an exactly-once one replays into aborted transactions.
+        guarantee = (run.get("parameters") or {}).get("guarantee") or "at_least_once"
+        if guarantee != "at_least_once":
+            notes.append(
+                f"{run['run_id']} left out: it ran {guarantee}; the advice is for at-least-once"
+            )
+            continue
         flink_runs.append((run_dir, run))
     costs = {
         run["run_id"]: c

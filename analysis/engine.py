@@ -130,6 +130,7 @@ def storm_evidence(engine: Path) -> dict[str, Any] | None:
         return None
     return {
         "acked": topology.get("spout_acked"),
+        "emitted": topology.get("spout_emitted"),
         "failed": topology.get("spout_failed"),
         "complete_latency_ms": topology.get("complete_latency_ms"),
     }

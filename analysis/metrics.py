@@ -55,6 +55,17 @@ def messages(produced: DataFrame, received: DataFrame) -> DataFrame:
     return by_id.join(deliveries, "msg_id", "full_outer").persist(StorageLevel.MEMORY_AND_DISK)
 
 
+def lost_sent_ms(table: DataFrame) -> list[int]:
+    """When each lost message (acknowledged, never received) was sent, ascending."""
+    rows = (
+        table.filter(F.col("acked") & F.col("first_recv_ms").isNull())
+        .select("sent_ms")
+        .orderBy("sent_ms")
+        .collect()
+    )
+    return [int(row.sent_ms) for row in rows if row.sent_ms is not None]
+
+
 def latency() -> Column:
     """A message's latency: its first delivery's recv_ms - its intended_ms."""
     return F.col("first_recv_ms") - F.col("intended_ms")

@@ -8,6 +8,7 @@ engine/lag.jsonl, engine/flink-checkpoints.json) and run.json, read in Python.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,14 @@ def lag_samples(run_dir: Path) -> list[BacklogSample]:
         if _number(row.get("t_ms")) is not None and _number(row.get("backlog")) is not None
     ]
     return sorted(samples, key=lambda sample: sample.t_ms)
+
+
+def without_lost(samples: list[BacklogSample], lost_sent_ms: list[int]) -> list[BacklogSample]:
+    """The samples' backlog less the lost messages sent by then: a lost message is in the input
+    topic's end but never reaches the result topic's, so it would keep the backlog up for the
+    rest of the run (lost_sent_ms: the send times of the acknowledged ids never received)."""
+    lost = sorted(lost_sent_ms)
+    return [BacklogSample(s.t_ms, s.backlog - bisect.bisect_right(lost, s.t_ms)) for s in samples]
 
 
 def caught_up(samples: list[BacklogSample], start_ms: int, from_ms: int | None) -> dict[str, Any]:

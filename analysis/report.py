@@ -333,14 +333,20 @@ def _engine_rows(evidence: dict[str, Any]) -> list[list[str]]:
             rows.append(["Flink restarts (failures)", f"{flink['restarts']}{more}"])
     storm = evidence.get("storm")
     if storm:
+        emitted = storm.get("emitted")
         rows.append(
             [
                 "Storm spout",
-                f"{count(storm.get('acked'))} acked, {count(storm.get('failed'))} failed "
+                (f"{count(emitted)} emitted, " if emitted is not None else "")
+                + f"{count(storm.get('acked'))} acked, {count(storm.get('failed'))} failed "
                 "(sampled estimates)",
             ]
         )
-        rows.append(["Storm complete latency", f"{number(storm.get('complete_latency_ms'))} ms"])
+        # Without ackers (at most once) no tuple tree completes: there is no complete latency.
+        if storm.get("acked"):
+            rows.append(
+                ["Storm complete latency", f"{number(storm.get('complete_latency_ms'))} ms"]
+            )
     return rows
 
 

@@ -95,11 +95,12 @@ def _with_evidence(
     start = entry["start_ms"]
     first_output = entry["first_output_s"]
     output_ms = None if first_output is None else start + round(first_output * metrics.MS_PER_S)
-    age, age_note = (
-        recovery.checkpoint_age(inputs.run_dir, inputs.run, start)
-        if inputs.run["engine"] == "flink"
-        else (None, None)
-    )
+    if inputs.run["engine"] != "flink":
+        age, age_note = None, None
+    elif (inputs.run.get("settings") or {}).get("checkpointing_mode") == "none":
+        age, age_note = None, "no checkpoints: the job ran at most once"
+    else:
+        age, age_note = recovery.checkpoint_age(inputs.run_dir, inputs.run, start)
     details = entry.pop("details")
     entry |= recovery.health_times(timeline, start)
     entry |= recovery.caught_up(samples, start, output_ms)
@@ -173,7 +174,11 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         fault_list = inputs.faults or []
         starts = [fault["start_ms"] for fault in fault_list]
         timelines = engine.timelines(inputs.run_dir, inputs.run, starts)
-        samples = recovery.lag_samples(inputs.run_dir)
+        # Lost messages never reach the result topic: left out of the backlog, or a run that
+        # lost any would never be seen to catch up.
+        samples = recovery.without_lost(
+            recovery.lag_samples(inputs.run_dir), metrics.lost_sent_ms(table)
+        )
         rate, rate_source = recovery.input_rate(
             inputs.run, totals.produced, totals.first_intended_ms, totals.last_intended_ms
         )

@@ -18,7 +18,8 @@ class KafkaOffsets:
 
     Used from the sampler's thread only; separate from the collector's consumer, so sampling
     never touches the fetches that timestamp results. Read committed, an end offset is the last
-    stable offset: what a reader of committed transactions can see.
+    stable offset: no reader of committed data gets past it, though it still counts transaction
+    markers and aborted records.
     """
 
     def __init__(

@@ -394,9 +394,16 @@ def test_runs_left_out(tmp_path):
     write_run(tmp_path, "cp30-r1", 30, details=uniform_details(50, 3), phases=phases(200))
     write_run(tmp_path, "storm-r1", 30, engine="storm")
     write_run(tmp_path, "cp30-broken", 30, status="incomplete", details=uniform_details(1, 1))
+    exactly = write_run(tmp_path, "cp30-eo", 30, details=uniform_details(1, 1))
+    record = json.loads((exactly / "run.json").read_text())
+    record["parameters"]["guarantee"] = "exactly_once"
+    (exactly / "run.json").write_text(json.dumps(record))
     advice = advise.advise([tmp_path], mtbf_s=600)
     assert advice.cost_runs == ["cp30-r1"]
-    assert advice.notes == ["cp30-broken left out: its run.json status is 'incomplete'"]
+    assert advice.notes == [
+        "cp30-broken left out: its run.json status is 'incomplete'",
+        "cp30-eo left out: it ran exactly_once; the advice is for at-least-once",
+    ]
 
 
 def test_advice_needs_checkpoint_durations(tmp_path):

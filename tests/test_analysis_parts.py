@@ -177,7 +177,7 @@ def test_storm_evidence_and_no_engine_directory(tmp_path):
     topology = {"spout_acked": 100, "spout_failed": 3, "complete_latency_ms": 8.5}
     write_engine(tmp_path, {"storm-topology.json": topology})
     assert engine.evidence(tmp_path) == {
-        "storm": {"acked": 100, "failed": 3, "complete_latency_ms": 8.5}
+        "storm": {"acked": 100, "emitted": None, "failed": 3, "complete_latency_ms": 8.5}
     }
 
 

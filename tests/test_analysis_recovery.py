@@ -268,6 +268,17 @@ def test_caught_up_is_censored_when_the_backlog_never_comes_back():
     assert recovery.caught_up(back, F, None)["caught_up_s"] == 3.0
 
 
+def test_lost_messages_do_not_keep_the_backlog_up():
+    # 30 messages sent during the outage never arrive: the result end stays 30 behind for good.
+    samples = [BacklogSample(F - 1_000, 10), BacklogSample(F + 2_000, 90)]
+    samples += [BacklogSample(F + 5_000, 40), BacklogSample(F + 9_000, 40)]
+    assert recovery.caught_up(samples, F, None)["caught_up_censored"] is True
+    lost = [F + 100 * k for k in range(30)]
+    adjusted = recovery.without_lost(samples, lost)
+    assert [s.backlog for s in adjusted] == [10, 69, 10, 10]  # 21 of them sent by F + 2 s
+    assert recovery.caught_up(adjusted, F, None)["caught_up_s"] == 5.0
+
+
 def window(second: int, p50: int) -> steady.Window:
     return steady.Window(B + 1_000 * second, p50, 500)
 

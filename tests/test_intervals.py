@@ -4,6 +4,7 @@ sections, on hand-built values and run directories whose answers are worked out 
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
@@ -148,7 +149,7 @@ def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
     shown = compare.findings(groups).splitlines()
     assert shown[0] == "## What this study shows"
     assert shown[2] == (
-        f"- Loss: {thirty.label}: 1 of 3 runs violated their guarantee: VIOLATED (7 lost)."
+        f"- Verdicts: {thirty.label}: 1 of 3 runs violated their guarantee: VIOLATED (7 lost)."
     )
     assert shown[3] == (
         f"- **{thirty.label} against {five.label}.** {five.label} had a lower replayed s/fault "
@@ -159,10 +160,22 @@ def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
     )
     # Without a violation, loss is said once for every run.
     lossless = compare.group_runs(compare.load_runs(runs[:3]))
-    assert compare.findings(lossless).splitlines()[2] == (
-        "- Loss: no run lost an acknowledged message (3 of 3 runs with a verdict held their "
-        "guarantee)."
-    )
+    assert compare.findings(lossless).splitlines()[2:4] == [
+        "- Verdicts: 3 of 3 runs with a verdict held their guarantee.",
+        "- Loss: no run with a verdict lost an acknowledged message.",
+    ]
+    # At most once, loss held the guarantee: it is counted, never said to be absent.
+    first = runs[0] / "summary.json"
+    data = json.loads(first.read_text())
+    data["verdict"] |= {"guarantee": "at_most_once", "holds": True, "lost": 7}
+    first.write_text(json.dumps(data))
+    allowed = compare.group_runs(compare.load_runs(runs[:3]))
+    (group,) = allowed
+    assert compare.findings(allowed).splitlines()[2:4] == [
+        "- Verdicts: 3 of 3 runs with a verdict held their guarantee.",
+        f"- Loss: {group.label}: 1 of 3 runs lost acknowledged messages, as their guarantee "
+        "allows (7).",
+    ]
 
 
 def test_a_phase_some_run_did_not_observe_gets_no_interval(tmp_path):

@@ -178,7 +178,15 @@ def test_a_setting_given_per_engine_runs_each_engine_with_its_own(tmp_path, kit)
     scaled, found = plan.scale_spec(study, 0.5)
     assert scaled.per_engine["warmup_s"] == {"storm": (2, 3)}
     assert scaled.parameters["warmup_s"] == (2, 3)
-    assert ("parameters.warmup_s.storm", 4, 2) in [(f.key, f.before, f.after) for f in found]
+    assert [(f.key, f.before, f.after) for f in found if "warmup_s" in f.key] == [
+        ("parameters.warmup_s.storm", 4, 2),
+        ("parameters.warmup_s.storm", 6, 3),
+    ]
+    # Each engine's values are scaled apart: one each that meet when scaled are not refused.
+    apart = load_text(
+        tmp_path, kit, "engines: [flink, storm]\nparameters:\n  warmup_s: {flink: 10, storm: 11}\n"
+    )
+    assert plan.scale_spec(apart, 0.1)[0].per_engine["warmup_s"] == {"flink": (1,), "storm": (1,)}
 
 
 def test_run_order_is_shuffled_by_the_seed(kit):
@@ -239,6 +247,11 @@ parameters:
             BASE + "  checkpoint_interval_s: {flink: 5}\n",
             "parameters.checkpoint_interval_s",
             ["only flink's runs use it"],
+        ),
+        (
+            BASE + "  guarantee: {flink: exactly_once}\n  sink_idempotence: false\n",
+            "parameters.sink_idempotence",
+            ["guarantee exactly_once needs sink_idempotence true"],
         ),
         (
             BASE + "  guarantee: {flink: exactly_once, storm: exactly_once}\n",

@@ -130,7 +130,7 @@ def scale_spec(spec: StudySpec, scale: float) -> tuple[StudySpec, tuple[ScaledVa
     parameters = {
         name: (
             _scale_values(f"parameters.{name}", values, scale, spec, found)
-            if name == SCALED_COUNT or _is_duration(name)
+            if (name == SCALED_COUNT or _is_duration(name)) and name not in spec.per_engine
             else values
         )
         for name, values in spec.parameters.items()
@@ -254,9 +254,19 @@ def produce_s(run: PlannedRun, kit: Kit) -> int:
 
 
 def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> None:
-    """What would make a run measure nothing: a warm-up as long as the run, a fault after it."""
+    """What would make a run measure nothing or fail: a warm-up as long as the run, a fault
+    after it, an exactly-once sink that is not idempotent (the experiment refuses it)."""
     if setting(run, kit, "rate") <= 0 or setting(run, kit, "count") < 1:
         raise SpecError(spec.source, "parameters", "count and rate must be above 0")
+    if setting(run, kit, "guarantee") == "exactly_once" and not setting(
+        run, kit, "sink_idempotence"
+    ):
+        raise SpecError(
+            spec.source,
+            "parameters.sink_idempotence",
+            f"{run.run_id}: guarantee exactly_once needs sink_idempotence true (a "
+            "transactional Kafka producer is idempotent): the experiment refuses it",
+        )
     length = produce_s(run, kit)
     warmup = setting(run, kit, "warmup_s")
     if warmup >= length:

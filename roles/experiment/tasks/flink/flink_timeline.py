@@ -40,17 +40,6 @@ def http_json(base: str, timeout_s: float = 2.0, ca_file: str | None = None) -> 
     return fetch
 
 
-def checkpoint_stats(fetch: Fetch, job_id: str) -> dict[str, Any]:
-    """The job's checkpoint statistics; empty for a job without checkpoints (an at-most-once
-    one), which the JobManager answers with 404."""
-    try:
-        return fetch(f"/jobs/{job_id}/checkpoints")
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return {}
-        raise
-
-
 def sample(fetch: Fetch, job_id: str, now_ms: int) -> dict[str, Any]:
     """One line of the timeline from the REST API."""
     line: dict[str, Any] = {"t_ms": now_ms}
@@ -63,7 +52,7 @@ def sample(fetch: Fetch, job_id: str, now_ms: int) -> dict[str, Any]:
                     tasks[status] = tasks.get(status, 0) + count
         total = sum(vertex.get("parallelism", 0) for vertex in job.get("vertices") or [])
         restarts = fetch(f"/jobs/{job_id}/metrics?get=numRestarts")
-        checkpoints = checkpoint_stats(fetch, job_id)
+        checkpoints = fetch(f"/jobs/{job_id}/checkpoints")
         overview = fetch("/overview")
     except (OSError, ValueError, urllib.error.URLError) as error:
         line.update(error=f"{type(error).__name__}: {error}", healthy=False)

@@ -104,6 +104,10 @@ public final class FlinkJob {
                 throw new IllegalArgumentException("--guarantee exactly_once needs --sink-idempotence true: "
                         + "a transactional producer is idempotent");
             }
+            if (o.guarantee == Guarantee.EXACTLY_ONCE && o.checkpointIntervalS * 1000 >= TRANSACTION_TIMEOUT_MS) {
+                throw new IllegalArgumentException("--checkpoint-interval-s must be below the exactly-once sink's "
+                        + "transaction timeout (" + TRANSACTION_TIMEOUT_MS / 1000 + " s)");
+            }
             if (o.checkpointIntervalS <= 0) {
                 throw new IllegalArgumentException("--checkpoint-interval-s must be > 0");
             }
@@ -328,6 +332,9 @@ public final class FlinkJob {
         Object initializer = field(source, "startingOffsetsInitializer");
         if (initializer instanceof NewestOnEveryStart) {
             return "latest, also after a restart";
+        }
+        if (!initializer.getClass().getSimpleName().equals("ReaderHandledOffsetsInitializer")) {
+            return initializer.getClass().getSimpleName();
         }
         long marker = (long) field(initializer, "startingOffset");
         if (marker == -1L) {

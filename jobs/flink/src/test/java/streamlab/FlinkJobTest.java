@@ -235,6 +235,9 @@ class FlinkJobTest {
         IllegalArgumentException idempotence = assertThrows(IllegalArgumentException.class,
                 () -> parse(append(ARGS, "--guarantee", "exactly_once", "--sink-idempotence", "false")));
         assertTrue(idempotence.getMessage().contains("--sink-idempotence true"), idempotence.getMessage());
+        IllegalArgumentException interval = assertThrows(IllegalArgumentException.class,
+                () -> parse(append(ARGS, "--guarantee", "exactly_once", "--checkpoint-interval-s", "600")));
+        assertTrue(interval.getMessage().contains("transaction timeout"), interval.getMessage());
     }
 
     @Test
