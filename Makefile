@@ -16,7 +16,7 @@ DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
-	bench-engines bench-faults bench-taskmanager bench-study bench-exposure clean
+	bench-engines bench-faults bench-taskmanager bench-study bench-exposure bench-guarantees clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -120,6 +120,13 @@ bench-study: setup
 	  -i inventory/lab/hosts.yml --results bench/out/studies
 	$(PY) bench/fault_figures.py --from-results bench/out/studies \
 	  --runs "flink-vs-storm-scale$$(echo $(BENCH_STUDY_SCALE) | tr . p)-*"
+
+# Needs converged test hosts: each engine under each delivery guarantee it offers, with a worker
+# killed mid-run, 3 repetitions (a little over an hour), then the figures per engine and guarantee.
+bench-guarantees: setup
+	$(BIN)/streamlab-study bench/studies/guarantees-lab.yml -i inventory/lab/hosts.yml \
+	  --results bench/out/studies
+	$(PY) bench/guarantee_figures.py --from-results bench/out/studies --runs "guarantees-lab-*"
 
 clean:
 	rm -rf $(VENV) .collections

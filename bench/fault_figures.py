@@ -74,7 +74,7 @@ class FaultRun:
     run_id: str
     engine: str
     fault: str
-    setting: int
+    setting: int | str
     target: str
     status: str
     holds: bool | None

@@ -62,3 +62,29 @@ def test_overloaded_and_clock_moved_runs_are_left_out_of_the_means_but_not_the_v
         for r in runs
     ]
     assert [r["wall clock moved"] for r in every] == ["no", "unknown", "yes", "unknown"]
+
+
+def test_guarantee_figures_group_by_engine_and_guarantee(monkeypatch, tmp_path):
+    import guarantee_figures  # noqa: PLC0415  (bench/, put on the path above)
+
+    made = {
+        "f-eo": ("exactly_once", fault_run("f-eo", 80.0, duplicate_records=0)),
+        "f-amo": ("at_most_once", fault_run("f-amo", 40.0, lost=900, duplicate_records=0)),
+        "f-alo": ("at_least_once", fault_run("f-alo", 50.0)),
+        "s-amo": (
+            "at_most_once",
+            fault_run("s-amo", 25.0, engine="storm", fault="kill_storm_worker", lost=30),
+        ),
+    }
+    monkeypatch.setattr(guarantee_figures, "figures_of", lambda out: made[out.name][1])
+    monkeypatch.setattr(guarantee_figures, "guarantee_of", lambda out: made[out.name][0])
+    table = guarantee_figures.load([tmp_path / name for name in made])
+    assert [(engine, guarantee) for engine, _, _, guarantee, _ in table] == [
+        ("flink", "at_most_once"),
+        ("flink", "at_least_once"),
+        ("flink", "exactly_once"),
+        ("storm", "at_most_once"),
+    ]
+    rows = [fault_figures.group_row(*row) for row in table]  # type: ignore[arg-type]
+    assert rows[0][2] == "guarantee=at_most_once" and rows[0][5] == 900
+    assert rows[3][1] == "kill_storm_worker" and rows[3][5] == 30

@@ -38,6 +38,9 @@ BENCHES: dict[str, str] = {
     "fast (`bench/taskmanager_restarts.py`)",
     "make bench-study": "the user's study (`studies/flink-vs-storm.yml`) at half scale, with the "
     "engines' own evidence per setting",
+    "make bench-guarantees": "each engine under each delivery guarantee it offers, with its "
+    "worker killed mid-run, 3 repetitions: loss, duplicates, steady latency and recovery "
+    "(`bench/guarantee_figures.py`)",
     "make bench-reset": "teardown, redeploy, and purge then `site.yml`, with the CPU's busy "
     "share (`bench/reset_timing.py`)",
     "make bench-exposure": "each daemon's listening sockets on the test hosts and who reaches "
