@@ -66,6 +66,31 @@ def lost_sent_ms(table: DataFrame) -> list[int]:
     return [int(row.sent_ms) for row in rows if row.sent_ms is not None]
 
 
+def lost_where(table: DataFrame) -> dict[str, Any]:
+    """Where the lost messages lie: per input partition, and the first and last send time
+    (null when nothing was lost), so a loss can be set against a fault's time and its target."""
+    lost = table.filter(F.col("acked") & F.col("first_recv_ms").isNull())
+    per_partition = lost.groupBy("input_partition").agg(
+        F.count(F.lit(1)).alias("lost"),
+        F.min("sent_ms").alias("first_sent_ms"),
+        F.max("sent_ms").alias("last_sent_ms"),
+    )
+    rows = per_partition.collect()
+    firsts = [row.first_sent_ms for row in rows if row.first_sent_ms is not None]
+    lasts = [row.last_sent_ms for row in rows if row.last_sent_ms is not None]
+    return {
+        # "unknown" holds ids of runs recorded before produced.jsonl had partitions.
+        "by_partition": {
+            str(row.input_partition if row.input_partition is not None else "unknown"): int(
+                row.lost
+            )
+            for row in sorted(rows, key=lambda r: (r.input_partition is None, r.input_partition))
+        },
+        "first_sent_ms": int(min(firsts)) if firsts else None,
+        "last_sent_ms": int(max(lasts)) if lasts else None,
+    }
+
+
 def latency() -> Column:
     """A message's latency: its first delivery's recv_ms - its intended_ms."""
     return F.col("first_recv_ms") - F.col("intended_ms")

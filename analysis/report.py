@@ -142,6 +142,7 @@ def _delivery_rows(s: dict[str, Any]) -> list[list[str]]:
         ["received unique ids", count(s["received_unique"]), ""],
         ["malformed records", count(s["malformed_records"]), ""],
         ["lost", count(s["lost"]), rate(s["loss_rate"])],
+        *([["where the lost were", lost_where_text(s), ""]] if lost_where_text(s) else []),
         ["duplicate records", count(s["duplicate_records"]), rate(s["duplicate_rate"])],
         [
             "duplicated messages",
@@ -152,6 +153,25 @@ def _delivery_rows(s: dict[str, Any]) -> list[list[str]]:
         ["received but not acknowledged", count(s["unacked_received"]), ""],
         ["received but never produced", count(s["received_not_produced"]), ""],
     ]
+
+
+def lost_where_text(s: dict[str, Any]) -> str:
+    """Which input partitions the lost messages were on and when they were sent, from the
+    first fault's start (or the run's first message): empty when nothing was lost."""
+    where = s.get("lost_where") or {}
+    if not s.get("lost") or not where.get("by_partition"):
+        return ""
+    partitions = ", ".join(f"{p} ({count(n)})" for p, n in where["by_partition"].items())
+    faults = s.get("faults") or []
+    origin, label = (
+        (faults[0]["start_ms"], "fault 1's start")
+        if faults
+        else (s.get("first_intended_ms"), "the first message")
+    )
+    return (
+        f"input partitions {partitions}; sent {offset_s(where.get('first_sent_ms'), origin)} to "
+        f"{offset_s(where.get('last_sent_ms'), origin)} from {label}"
+    )
 
 
 def _fault_rows(s: dict[str, Any]) -> list[list[str]]:
@@ -561,7 +581,11 @@ def headline(summary: dict[str, Any]) -> str:
             f"produced {count(s['produced'])}  received {count(s['received_records'])} records / "
             f"{count(s['received_unique'])} ids  malformed {count(s['malformed_records'])}",
         ),
-        ("lost", f"{count(s['lost'])} ({rate(s['loss_rate'])})"),
+        (
+            "lost",
+            f"{count(s['lost'])} ({rate(s['loss_rate'])})"
+            + (f"  {lost_where_text(s)}" if lost_where_text(s) else ""),
+        ),
         *([("verdict", verdict_text(s))] if s.get("verdict") else []),
         (
             "duplicates",

@@ -230,6 +230,7 @@ def compute(spark: SparkSession, inputs: RunInputs) -> tuple[dict[str, Any], plo
         "malformed_records": malformed,
         "lost": totals.lost,
         "loss_rate": _ratio(totals.lost, totals.produced),
+        "lost_where": metrics.lost_where(table),
         "duplicate_records": duplicate_records,
         "duplicate_rate": _ratio(duplicate_records, totals.produced),
         "duplicates_before_faults": duplicates_before if fault_entries else duplicate_records,

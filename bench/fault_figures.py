@@ -362,18 +362,40 @@ def hosts_of(results: Path, runs: list[FaultRun]) -> list[str]:
     ]
 
 
+def runs_commit(results: Path, runs: list[FaultRun]) -> tuple[str, bool]:
+    """The kit's commit the runs were measured at (run.json kit_commit), and whether its tree
+    was dirty then; the checkout's own when the runs do not say or disagree."""
+    records = [json.loads((results / run.run_id / "run.json").read_text()) for run in runs]
+    commits = {r.get("kit_commit") for r in records}
+    if len(commits) == 1 and None not in commits:
+        return str(commits.pop())[:7], any(r.get("kit_dirty") for r in records)
+    return _git("rev-parse", "--short", "HEAD"), tree_dirty()
+
+
+def result_header(bench: str, results: Path, runs: list[FaultRun]) -> dict[str, Any]:
+    """A result file's bench, date, commit (the runs'), machine and hosts
+    (docs/bench-results.md)."""
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "bench": bench,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": runs_commit(results, runs)[0],
+        "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
+        "hosts": hosts_of(results, runs),
+    }
+
+
+def tree_dirty() -> bool:
+    return bool(_git("status", "--porcelain", "--untracked-files=no"))
+
+
 def result_file(
     args: argparse.Namespace, table: list[tuple[str, str, str, int, list[FaultRun]]], results: Path
 ) -> dict[str, Any]:
     runs = [run for *_, chosen in table for run in chosen]
-    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    dirty = runs_commit(results, runs)[1]
     return {
-        "bench": "make bench-faults",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "commit": _git("rev-parse", "--short", "HEAD"),
-        "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
-        "hosts": hosts_of(results, runs),
+        **result_header("make bench-faults", results, runs),
         "tables": [
             {
                 "title": "Recovery per fault, per engine and setting",

@@ -8,7 +8,7 @@ import json
 import pytest
 from analysis_runs import BASE_MS, RunDir
 
-from analysis import recovery, steady, summarize, verdict
+from analysis import recovery, report, steady, summarize, verdict
 from analysis.recovery import BacklogSample
 
 B = BASE_MS
@@ -325,7 +325,7 @@ def test_a_run_that_never_settles_and_loses_messages(spark, tmp_path):
     run = RunDir(tmp_path, parameters={"guarantee": "exactly_once", "warmup_s": 1})
     for i in range(1, 2001):
         intended = B + 10 * (i - 1)
-        run.produce(i, intended)
+        run.produce(i, intended, partition=i % 4)
         if i in (7, 700, 1400):
             continue
         run.receive(i, intended + 800 // 2 ** ((i - 1) // 500))
@@ -337,6 +337,15 @@ def test_a_run_that_never_settles_and_loses_messages(spark, tmp_path):
     assert (before["count"], before["from_ms"], before["to_ms"]) == (1898, B + 1_000, B + 19_990)
     assert s["latency_phases"]["after_recovery_reason"] == "no fault"
     assert s["lost"] == 3
+    # 7 on partition 3, 700 and 1400 on partition 0; without a fault, from the first message.
+    assert s["lost_where"] == {
+        "by_partition": {"0": 2, "3": 1},
+        "first_sent_ms": B + 60,
+        "last_sent_ms": B + 13_990,
+    }
+    assert report.lost_where_text(s) == (
+        "input partitions 0 (2), 3 (1); sent +0.060 s to +13.990 s from the first message"
+    )
     assert s["verdict"] == {
         "guarantee": "exactly_once",
         "holds": False,

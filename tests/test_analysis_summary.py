@@ -43,6 +43,12 @@ def test_gaps_duplicates_triples_and_unacknowledged_ids(spark, tmp_path):
     assert s["received_records"] == 13 and s["malformed_records"] == 1
     assert s["received_unique"] == 9
     assert (s["lost"], s["loss_rate"]) == (2, 2 / 9)
+    # Written without partitions, as before produced.jsonl had them.
+    assert s["lost_where"] == {
+        "by_partition": {"unknown": 2},
+        "first_sent_ms": B + 3000,
+        "last_sent_ms": B + 10000,
+    }
     assert (s["duplicate_records"], s["duplicate_rate"]) == (3, 3 / 9)
     assert (s["duplicated_messages"], s["duplicated_messages_rate"]) == (2, 2 / 9)
     assert s["unacked_received"] == 2 and s["received_not_produced"] == 1
@@ -69,6 +75,9 @@ def test_gaps_duplicates_triples_and_unacknowledged_ids(spark, tmp_path):
         "duplicates_over_time.png",
     }
     report = (run.path / "report.md").read_text()
+    assert (
+        "| where the lost were | input partitions unknown (2); sent +2.000 s to +9.000 s " in report
+    )
     assert "| lost | 2 | 22.22 % |" in report and "![Latency CDF](plots/latency_cdf.png)" in report
     assert "data:image/png;base64," in (run.path / "report.html").read_text()
 
