@@ -250,8 +250,8 @@ class Run:
             return "–"
         if self.holds:
             return "held"
-        lost = verdict.get("lost") or 0
-        duplicates = verdict.get("duplicate_records") or 0
+        lost = self.verdict_count("lost") or 0
+        duplicates = self.verdict_count("duplicate_records") or 0
         parts = [f"{lost:,} lost"] if lost else []
         if duplicates and verdict.get("guarantee") != "at_least_once":
             parts.append(f"{duplicates:,} duplicates")

@@ -400,11 +400,6 @@ public final class FlinkJob {
         }
     }
 
-    /** KafkaSource's commit.offsets.on.checkpoint as the built source holds it. */
-    static Boolean commitsOnCheckpoint(KafkaSource<?> source) {
-        return sourceConfiguration(source).get(KafkaSourceOptions.COMMIT_OFFSETS_ON_CHECKPOINT);
-    }
-
     /**
      * Adds engine/processed_ms; malformed values are wrapped, never thrown. A record that {@link DeliberateLoss}
      * drops is consumed without output: lost on purpose.
