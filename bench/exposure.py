@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,15 +158,45 @@ def check_outside_address_works(hosts: list[testhosts.Host]) -> None:
             sys.exit(f"{OUTSIDE_ADDRESS} does not reach sshd on {host.name}: the probe is broken")
 
 
-def lab_options() -> str:
-    """The opt-in security the lab's group vars turn on, as a note."""
-    group_vars = lab_group_vars()
+def lab_options(converged_with: dict[str, bool]) -> str:
+    """The opt-in security the hosts were converged with, as a note: the lab's group vars, less
+    what site.yml was given otherwise (--converged-with)."""
+    settings = {**lab_group_vars(), **converged_with}
     names = ("kafka_sasl_enabled", "flink_tls_internal", "flink_tls_rest", "spark_authenticate")
-    on = [name for name in names if group_vars.get(name)]
+    on = [name for name in names if settings.get(name)]
+    given = ", ".join(f"-e {k}={str(v).lower()}" for k, v in converged_with.items())
     return (
-        f"The lab's group vars turn on {', '.join(on) or 'none of the opt-in security settings'}; "
-        "they change what a connection must present, not which sockets listen."
+        f"The hosts were converged with the lab's group vars{f' and {given}' if given else ''}: "
+        f"on, {', '.join(on) or 'none of the opt-in security settings'}; they change what a "
+        "connection must present, not which sockets listen."
     )
+
+
+def switch(text: str) -> tuple[str, bool]:
+    """NAME=true|false, as --converged-with takes it."""
+    name, _, value = text.partition("=")
+    if value.lower() not in ("true", "false") or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=true or NAME=false")
+    return name, value.lower() == "true"
+
+
+# Run on each host: where each component's stable link points (as site.yml left it).
+_LINKS_ON_HOST = (
+    "for c in zookeeper kafka flink storm spark; do "
+    '[ -e /opt/streamlab/$c ] && printf "%s %s\\n" $c "$(readlink /opt/streamlab/$c)"; '
+    "done; true"
+)
+
+
+def versions_note(hosts: list[testhosts.Host]) -> str:
+    """The releases the hosts run, read from their stable links: the sockets depend on them."""
+    found = set()
+    for host in hosts:
+        for line in on_host(host, _LINKS_ON_HOST).splitlines():
+            component, target = line.split(" ", 1)
+            release = re.search(rf"{component}-(\d[^/-]*)", target)
+            found.add(f"{component} {release.group(1) if release else target}")
+    return f"The hosts ran {', '.join(sorted(found))} (the components' stable links)."
 
 
 def stop_on_signal(signum: int, _frame: object) -> None:
@@ -175,13 +206,23 @@ def stop_on_signal(signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--converged-with",
+        type=switch,
+        action="append",
+        default=[],
+        metavar="NAME=true|false",
+        help="an opt-in security setting site.yml was given with -e (the lab's group vars "
+        "otherwise), for the result's note",
+    )
+    args = parser.parse_args(argv)
     testhosts.require_root()
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop_on_signal)
     hosts = testhosts.inventory_hosts()
     if not hosts:
         sys.exit(f"no test hosts in {testhosts.INVENTORY}: run make lab and site.yml first")
+    versions = versions_note(hosts)
     found: list[dict[str, Any]] = []
     firewalls: dict[str, str] = {}
     for host in hosts:
@@ -270,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(every)} of {len(rows)} sockets listen on every interface; the outside address "
             f"reaches {sum(r[6] == 'yes' for r in rows)} sockets with the firewalls in place, and "
             f"{sum(r[7] == 'yes' for r in rows)} on the kit-table host with its table taken away.",
-            lab_options(),
+            lab_options(dict(args.converged_with)),
+            versions,
             "At rest: a running Storm topology adds its workers' ports (the supervisors' slots, "
             "6700 and up), which are in the same rules but were not probed here.",
         ]
