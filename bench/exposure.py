@@ -188,15 +188,15 @@ _LINKS_ON_HOST = (
 )
 
 
-def versions_note(hosts: list[testhosts.Host]) -> str:
-    """The releases the hosts run, read from their stable links: the sockets depend on them."""
+def releases(hosts: list[testhosts.Host]) -> list[str]:
+    """The releases the hosts run ("flink 2.2.1"), read from their stable links."""
     found = set()
     for host in hosts:
         for line in on_host(host, _LINKS_ON_HOST).splitlines():
             component, target = line.split(" ", 1)
             release = re.search(rf"{component}-(\d[^/-]*)", target)
             found.add(f"{component} {release.group(1) if release else target}")
-    return f"The hosts ran {', '.join(sorted(found))} (the components' stable links)."
+    return sorted(found)
 
 
 def stop_on_signal(signum: int, _frame: object) -> None:
@@ -222,7 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     hosts = testhosts.inventory_hosts()
     if not hosts:
         sys.exit(f"no test hosts in {testhosts.INVENTORY}: run make lab and site.yml first")
-    versions = versions_note(hosts)
+    running = releases(hosts)
+    versions = f"The hosts ran {', '.join(running)} (the components' stable links)."
+    flink_release = next((r.capitalize() for r in running if r.startswith("flink ")), "no Flink")
+    # The shipped defaults: none of the opt-ins the lab's group vars turn on.
+    shipped = all(value is False for value in dict(args.converged_with).values()) and bool(
+        args.converged_with
+    )
     found: list[dict[str, Any]] = []
     firewalls: dict[str, str] = {}
     for host in hosts:
@@ -295,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{h.name} {'Debian 13 (systemd)' if h.booted_with_systemd else 'Debian 12'}"
             for h in hosts
         ],
-        "title": "Listening sockets per daemon at rest, and who reaches them",
+        "title": (
+            "Listening sockets per daemon at rest, and who reaches them: "
+            f"{flink_release}, {'the shipped defaults' if shipped else 'the lab opt-ins on'}"
+        ),
         "description": (
             "From `ss -ltnp` on each converged test host (sshd left out), each socket's process "
             "traced to its supervisord program. Reached: a TCP connection from this machine opened "
