@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
 from analysis import intervals  # noqa: E402
 from analysis.io import InputError, read_optional_json  # noqa: E402
 from analysis.report import NO_RECOVERY, write_atomic  # noqa: E402
+from analysis.study import kit  # noqa: E402
 
 SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
@@ -41,8 +42,14 @@ IGNORED_PARAMETERS = frozenset(
         "start_lead_ms",
     }
 )
-# The parameter each engine's at-least-once behaviour is studied against.
-SWEEP_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_message_timeout_s"}
+
+
+def sweep_parameters() -> dict[str, str]:
+    """The parameter each engine's at-least-once behaviour is studied against: the setting its
+    manifest marks replay_bound (roles/experiment/tasks/<engine>/engine.yml)."""
+    return dict(kit.current().replay_bound)
+
+
 GUARANTEE = "guarantee"
 PLOTS_DIR = "plots"
 SIZE = (10, 4.5)
@@ -422,7 +429,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         # The engine's studied setting and the delivery guarantee are always shown: groups of
         # two engines are compared only under the same guarantee.
         varying = _varying_parameters([g for g in ordered if g.engine == group.engine])
-        studied = SWEEP_PARAMETER.get(group.engine)
+        studied = sweep_parameters().get(group.engine)
         names = sorted({*varying, *([studied] if studied else []), GUARANTEE})
         shown = [
             f"{name}={group.parameters[name]}"
@@ -706,10 +713,10 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
         return [(a, b) for i, a in enumerate(groups) for b in groups[i + 1 :]]
 
     def studied(group: Group) -> Any:
-        return group.parameters.get(SWEEP_PARAMETER.get(group.engine, ""))
+        return group.parameters.get(sweep_parameters().get(group.engine, ""))
 
     def others(group: Group) -> str:
-        name = SWEEP_PARAMETER.get(group.engine)
+        name = sweep_parameters().get(group.engine)
         return _key_value({k: v for k, v in group.parameters.items() if k != name})
 
     pairs: list[tuple[Group, Group]] = []
@@ -724,7 +731,7 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
 
     def shared_equal(a: Group, b: Group) -> bool:
         """The settings both engines' runs recorded (other than their studied ones) agree."""
-        sweeps = {SWEEP_PARAMETER.get(a.engine), SWEEP_PARAMETER.get(b.engine)}
+        sweeps = {sweep_parameters().get(a.engine), sweep_parameters().get(b.engine)}
         shared = [
             name
             for name in a.parameters.keys() & b.parameters.keys()
@@ -926,19 +933,19 @@ def _metric(key: str) -> Metric:
 
 def _sweep(groups: Sequence[Group], path: Path) -> bool:
     """Duplicate rate and recovery time against each engine's parameter."""
-    engines = [e for e in SWEEP_PARAMETER if any(g.engine == e for g in groups)]
+    engines = [e for e in sweep_parameters() if any(g.engine == e for g in groups)]
     panels = [
         (e, m)
         for e in engines
         for m in (_metric("replayed_s"), _metric("duplicate_rate"), _metric("recovery_bound_s"))
-        if any(g.values(m) and g.parameters.get(SWEEP_PARAMETER[e]) is not None for g in groups)
+        if any(g.values(m) and g.parameters.get(sweep_parameters()[e]) is not None for g in groups)
     ]
     if not panels:
         return False
     figure = Figure(figsize=(SIZE[0], 3.2 * len(panels)))
     for index, (engine_name, metric) in enumerate(panels, start=1):
         axes = figure.add_subplot(len(panels), 1, index)
-        parameter = SWEEP_PARAMETER[engine_name]
+        parameter = sweep_parameters()[engine_name]
         scale = 100 if metric.percent else 1
         mine = [
             g for g in groups if g.engine == engine_name and g.parameters.get(parameter) is not None

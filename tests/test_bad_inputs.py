@@ -72,12 +72,12 @@ PLAYBOOK_CASES = [
     (
         "experiment.yml",
         {"engine": "flink", "checkpoint_interval_s": 0},
-        ["checkpoint_interval_s=0 must be a whole number of at least 1"],
+        ["checkpoint_interval_s=0 must be a whole number from 1 to 86400"],
     ),
     (
         "experiment.yml",
         {"engine": "storm", "storm_message_timeout_s": 0},
-        ["storm_message_timeout_s=0 must be a whole number of at least 1"],
+        ["storm_message_timeout_s=0 must be a whole number from 1 to 86400"],
     ),
     (
         "experiment.yml",

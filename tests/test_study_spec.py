@@ -318,12 +318,23 @@ parameters:
         (
             BASE + "  checkpoint_interval_s: [5, 0]\n",
             "parameters.checkpoint_interval_s[1]",
-            ["0 must be a whole number of at least 1", "the experiment refuses it"],
+            ["0 must be a whole number from 1 to 86400", "the experiment refuses it"],
         ),
         (
             BASE + "  storm_message_timeout_s: 2.5\n",
             "parameters.storm_message_timeout_s",
-            ["2.5 must be a whole number of at least 1"],
+            ["2.5 must be a whole number from 1 to 86400"],
+        ),
+        # The ranges and choices an engine's manifest declares.
+        (
+            BASE + "  storm_max_spout_pending: 2000000\n",
+            "parameters.storm_max_spout_pending",
+            ["2000000 must be a whole number from 1 to 1000000"],
+        ),
+        (
+            BASE + "  storm_wait_strategy: spin\n",
+            "parameters.storm_wait_strategy",
+            ["'spin' is not one of park, progressive", "engine.yml"],
         ),
         (
             BASE + "  quiet_s: -1\n",

@@ -105,6 +105,34 @@ def _table(options: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def engine_settings(repo: Path, role: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """engine -> the settings its folder's engine.yml declares for the role
+    (_<role>_engine_settings: short name -> default, min and max or choices, description)."""
+    found = {}
+    for path in sorted((repo / "roles" / role / "tasks").glob("*/engine.yml")):
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        declared = document.get(f"_{role}_engine_settings") or {}
+        if declared:
+            found[path.parent.name] = declared
+    return found
+
+
+def _engine_table(role: str, declared: dict[str, dict[str, Any]]) -> list[str]:
+    options = {}
+    for name, spec in declared.items():
+        ranged = "min" in spec and "max" in spec
+        text = str(spec.get("description", ""))
+        if ranged:
+            text += f" From {spec['min']:,} to {spec['max']:,}."
+        options[f"{role}_{name}"] = {
+            "type": "int" if ranged else "str",
+            "default": spec.get("default"),
+            "description": text,
+            **({"choices": spec["choices"]} if "choices" in spec else {}),
+        }
+    return _table(options)
+
+
 def render(repo: Path = REPO) -> str:
     specs = load_specs(repo)
     out = [HEADER, "Roles: " + ", ".join(f"[{role}](#{role})" for role in specs) + ".", ""]
@@ -119,6 +147,16 @@ def render(repo: Path = REPO) -> str:
             out += _table(main["options"]) + [""]
         else:
             out += ["No settings.", ""]
+        for engine, declared in engine_settings(repo, role).items():
+            out += [
+                f"### {role}: settings of the engine `{engine}`",
+                "",
+                f"Declared in `roles/{role}/tasks/{engine}/engine.yml`, checked by the "
+                "experiment whichever engine runs; a study gives them to this engine's runs only.",
+                "",
+                *_engine_table(role, declared),
+                "",
+            ]
         for name, spec in entry_points.items():
             if name == "main":
                 continue

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.io import read_optional_json
-from analysis.study.kit import Kit
+from analysis.study.kit import Kit, current
 from analysis.study.plan import (
-    DRAIN_COMMIT_PARAMETER,
     RUN_OVERHEAD_S,
     Plan,
     PlannedRun,
@@ -48,7 +47,7 @@ def phase_overhead_s(run_dir: Path) -> tuple[str, bool, float] | None:
         span_s = (int(phases[-1]["end_ms"]) - int(phases[0]["start_ms"])) / 1000
         sending_s = math.ceil(float(parameters["count"]) / float(parameters["rate"]))
         engine = str(record["engine"])
-        commit = DRAIN_COMMIT_PARAMETER.get(engine)
+        commit = current().commits_offsets.get(engine)
         waits_s = float(parameters.get(commit) or 0 if commit else 0) + float(
             parameters.get("quiet_s") or 0
         )

@@ -1,9 +1,10 @@
 """What this checkout's experiment accepts, read from the roles themselves (no second list).
 
 - Engines: roles/experiment/tasks/<engine>/engine.yml exists (as the experiment role decides).
-- Each engine's own parameters: the keys of `_experiment_engine_parameters` in that file; the
-  delivery guarantees it offers, `_experiment_engine_guarantees`, and why it refuses the others,
-  `_experiment_engine_refusals`.
+- Each engine's own settings: `_experiment_engine_settings` in that file (short name -> default,
+  min and max or choices, and which setting bounds replay or paces offset commits), and the keys
+  of `_experiment_engine_parameters` (what run.json records); the delivery guarantees it offers,
+  `_experiment_engine_guarantees`, and why it refuses the others, `_experiment_engine_refusals`.
 - Fault types: `none` and the task files of roles/fault/tasks/types/.
 - Parameters: the keys of roles/experiment/defaults/main.yml without their `experiment_`
   prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import configparser
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,34 @@ def _yaml_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+def _engine_settings(path: Path, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An engine's declared settings, each a whole number from min to max or one of choices."""
+    declared = manifest.get("_experiment_engine_settings") or {}
+    if not isinstance(declared, dict):
+        raise KitError(f"{path}: _experiment_engine_settings must map names to their specs")
+    for name, spec in declared.items():
+        ranged = isinstance(spec, dict) and {"min", "max"} <= set(spec) and "default" in spec
+        listed = isinstance(spec, dict) and isinstance(spec.get("choices"), list)
+        if not (ranged or listed) or "description" not in spec:
+            raise KitError(
+                f"{path}: setting {name} needs a default, a description and min and max (a "
+                "whole number) or choices (docs/extending.md)"
+            )
+    return declared
+
+
+def _flagged(settings: dict[str, dict[str, dict[str, Any]]], flag: str) -> dict[str, str]:
+    """Engine -> its one setting marked with the flag (a KitError when it marks several)."""
+    found = {}
+    for engine, specs in settings.items():
+        marked = [name for name, spec in specs.items() if spec.get(flag)]
+        if len(marked) > 1:
+            raise KitError(f"{engine}: settings {', '.join(marked)} are all marked {flag}")
+        if marked:
+            found[engine] = marked[0]
+    return found
+
+
 @dataclass(frozen=True)
 class Kit:
     root: Path
@@ -76,13 +106,18 @@ class Kit:
     defaults: dict[str, Any]
     # Engine -> the parameters that only that engine's runs use.
     engine_parameters: dict[str, frozenset[str]]
-    # Short name -> the smallest whole number the experiment accepts for it.
+    # Short name -> the smallest (and largest) whole number the experiment accepts for it.
     minimums: dict[str, int]
+    maximums: dict[str, int]
     # Short name -> the only values the experiment accepts (its argument spec's choices).
     choices: dict[str, tuple[str, ...]]
     # Engine -> the delivery guarantees it offers, and why it refuses a guarantee it does not.
     guarantees: dict[str, tuple[str, ...]]
     refusals: dict[str, dict[str, str]]
+    # Engine -> its setting that bounds what a failure replays (replay_bound), and the one that
+    # paces its offset commits (commits_offsets), where its manifest names one.
+    replay_bound: dict[str, str]
+    commits_offsets: dict[str, str]
 
     @classmethod
     def load(cls, root: Path = REPO) -> Kit:
@@ -98,10 +133,18 @@ class Kit:
         }
         engine_files = sorted((root / ENGINE_TASKS).glob("*/engine.yml"))
         manifests = {path.parent.name: _yaml_mapping(path) for path in engine_files}
+        settings = {
+            engine: _engine_settings(path, manifests[path.parent.name])
+            for path in engine_files
+            for engine in [path.parent.name]
+        }
         engine_parameters = {
             engine: frozenset(manifest.get("_experiment_engine_parameters") or {})
+            | frozenset(settings[engine])
             for engine, manifest in manifests.items()
         }
+        declared = {name: spec for specs in settings.values() for name, spec in specs.items()}
+        defaults.update({name: spec.get("default") for name, spec in declared.items()})
         guarantees = {
             engine: tuple(manifest.get("_experiment_engine_guarantees") or ())
             for engine, manifest in manifests.items()
@@ -118,6 +161,9 @@ class Kit:
             for key, option in options.items()
             if isinstance(option, dict) and option.get("choices")
         }
+        choices.update(
+            {name: tuple(spec["choices"]) for name, spec in declared.items() if "choices" in spec}
+        )
         unknown = sorted(set(FAULT_SCHEDULE_PARAMETERS) - set(defaults))
         if unknown:
             raise KitError(
@@ -131,6 +177,8 @@ class Kit:
             for key, minimum in WHOLE_NUMBER_RULES.items()
             for name in rules.get(key) or {}
         }
+        minimums.update({name: spec["min"] for name, spec in declared.items() if "min" in spec})
+        maximums = {name: spec["max"] for name, spec in declared.items() if "max" in spec}
         return cls(
             root=root,
             engines=tuple(engine_parameters),
@@ -138,9 +186,12 @@ class Kit:
             defaults=defaults,
             engine_parameters=engine_parameters,
             minimums=minimums,
+            maximums=maximums,
             choices=choices,
             guarantees=guarantees,
             refusals=refusals,
+            replay_bound=_flagged(settings, "replay_bound"),
+            commits_offsets=_flagged(settings, "commits_offsets"),
         )
 
     @property
@@ -175,3 +226,9 @@ class Kit:
         config = configparser.ConfigParser(interpolation=None)
         config.read(self.root / "ansible.cfg")
         return config.get("defaults", "inventory", fallback=None)
+
+
+@functools.cache
+def current(root: Path = REPO) -> Kit:
+    """This checkout's kit, read once per process (the analysis asks it for each run)."""
+    return Kit.load(root)

@@ -26,9 +26,6 @@ UNSCALED_DURATIONS = frozenset(
 )
 # Settings that set how long a run produces (with `rate`): --scale shortens `count`.
 SCALED_COUNT = "count"
-# After the producer, the drain waits until the job's consumer group committed the whole input:
-# Flink commits with each checkpoint, Storm's spout every offset commit period.
-DRAIN_COMMIT_PARAMETER = {"flink": "checkpoint_interval_s", "storm": "storm_offset_commit_period_s"}
 # Time a run takes beyond producing, the commit wait and the quiet period (estimated_s adds
 # those): the playbook's checks, the job build cache, topics, submission, readiness probe,
 # evidence, stopping the job and the recovery step. From the smoke study's runs on the test
@@ -320,7 +317,9 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
 def estimated_s(run: PlannedRun, kit: Kit, overhead_s: float = RUN_OVERHEAD_S) -> float:
     """Expected wall time: producing, the wait for the input to be committed, the quiet
     period that ends the drain, and the run's overhead."""
-    commit = DRAIN_COMMIT_PARAMETER.get(run.engine)
+    # After the producer, the drain waits until the job's consumer group committed the whole
+    # input: every commits_offsets period of the engine's manifest.
+    commit = kit.commits_offsets.get(run.engine)
     commit_s = float(setting(run, kit, commit) or 0) if commit else 0.0
     return produce_s(run, kit) + commit_s + float(setting(run, kit, "quiet_s")) + overhead_s
 

@@ -84,7 +84,7 @@ class StudySpec:
     max_failures: int
     advice: AdviceSpec | None
     source: Path
-    # Settings given per engine ({flink: exactly_once, storm: at_most_once}): name -> engine ->
+    # Settings given per engine ({engine: value, other engine: value}): name -> engine ->
     # its values. An engine the mapping leaves out runs the experiment's default.
     per_engine: dict[str, dict[str, tuple[Scalar, ...]]] = field(default_factory=dict)
 
@@ -128,7 +128,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _whole(source: Path, key: str, value: Any, minimum: int, why: str = "") -> int:
+def _whole(
+    source: Path, key: str, value: Any, minimum: int, why: str = "", maximum: int | None = None
+) -> int:
+    if maximum is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum
+    ):
+        raise SpecError(
+            source, key, f"{value!r} must be a whole number from {minimum} to {maximum}{why}"
+        )
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise SpecError(source, key, f"{value!r} must be a whole number of at least {minimum}{why}")
     return value
@@ -181,6 +189,7 @@ def _check_range(
     listed: bool,
     minimum: int | None,
     positive: bool,
+    maximum: int | None = None,
 ) -> None:
     """The experiment's own range rules, so that a study refuses before its first run what
     every run would refuse: a whole number of at least `minimum` (the experiment's
@@ -190,7 +199,7 @@ def _check_range(
         if minimum is not None:
             meaning = " (0 derives it or turns it off)" if minimum == 0 else ""
             why = f"{meaning}: the experiment refuses it (roles/experiment/tasks/validate.yml)"
-            _whole(source, where, value, minimum, why)
+            _whole(source, where, value, minimum, why, maximum)
         if positive:
             _positive(source, where, value, "a number of messages/s")
 
@@ -206,8 +215,8 @@ def _check_choices(
             raise SpecError(
                 source,
                 f"{key}[{index}]" if listed else key,
-                f"{value!r} is not one of {', '.join(choices)} (roles/experiment/meta/"
-                "argument_specs.yml): the experiment refuses it",
+                f"{value!r} is not one of {', '.join(choices)} (the experiment's argument "
+                "spec, or the engine's engine.yml): the experiment refuses it",
             )
 
 
@@ -346,7 +355,9 @@ def _check_value(
     """The kind, choices and range the experiment accepts for the setting."""
     _check_type(source, key, values, kit.defaults[name])
     _check_choices(source, key, values, listed, kit.choices.get(name))
-    _check_range(source, key, values, listed, kit.minimums.get(name), name == RATE)
+    _check_range(
+        source, key, values, listed, kit.minimums.get(name), name == RATE, kit.maximums.get(name)
+    )
 
 
 def _per_engine(

@@ -23,7 +23,9 @@ description:
     short name given as an extra var (C(-e name=value), C(-e @file), as ansible-runner passes them).
   - Only extra vars count. A variable of the same name from the inventory, a play, a role or a
     fact is not taken, so a group variable called C(count) cannot change a run.
-  - The names come from the role's defaults, so a setting added there has its short name at once.
+  - The names come from the role's defaults, so a setting added there has its short name at once,
+    and from the C(_<role>_engine_settings) mapping of each C(tasks/<engine>/engine.yml) of the
+    role (an engine's own settings, declared in its folder).
   - Fails when a setting is given both ways with different values
     (C(-e count=1 -e experiment_count=2)).
 options:
@@ -80,6 +82,8 @@ _raw:
 """
 
 DEFAULTS_FILES = ("main.yml", "main.yaml")
+# An engine folder's manifest, which may declare further settings of its role.
+ENGINE_FILE = "engine.yml"
 # Parts of a name whose value is not echoed when the name is refused.
 SECRET_WORDS = ("pass", "secret", "token", "key", "credential")
 # difflib's similarity a setting needs to be named as the one meant: difflib's own 0.6 offers
@@ -154,6 +158,23 @@ class LookupModule(LookupBase):
                 settings = self._loader.load_from_file(path) or {}
                 if isinstance(settings, Mapping):
                     found.update(str(key) for key in settings)
+                role_dir = os.path.dirname(os.path.dirname(path))
+                found.update(self._engine_settings(role_dir, os.path.basename(role_dir)))
+        return found
+
+    def _engine_settings(self, role_dir: str, role: str) -> dict[str, t.Any]:
+        """The settings a role's engine folders declare (tasks/<engine>/engine.yml, mapping
+        _<role>_engine_settings of short name -> spec with its default), by full name."""
+        found: dict[str, t.Any] = {}
+        for path in sorted(glob.glob(os.path.join(role_dir, "tasks", "*", ENGINE_FILE))):
+            manifest = self._loader.load_from_file(path) or {}
+            if not isinstance(manifest, Mapping):
+                continue
+            declared = manifest.get(f"_{role}_engine_settings")
+            if not isinstance(declared, Mapping):
+                continue
+            for name, spec in declared.items():
+                found[f"{role}_{name}"] = spec.get("default") if isinstance(spec, Mapping) else None
         return found
 
     def _secret_settings(self, variables: Mapping[str, t.Any]) -> set[str]:
@@ -182,7 +203,7 @@ class LookupModule(LookupBase):
                     settings = self._loader.load_from_file(path) or {}
                     if not isinstance(settings, Mapping):
                         raise AnsibleLookupError(f"{path} is not a mapping of settings")
-                    return settings
+                    return {**settings, **self._engine_settings(os.path.join(base, role), role)}
         raise AnsibleLookupError(
             f"no role {role} with defaults/main.yml in {', '.join(searched)}: "
             "name a role of the kit, or add its directory to roles_path in ansible.cfg"

@@ -23,7 +23,7 @@ options:
     elements: path
     required: true
   programs:
-    description: "The kit's run programs (producer.produce, flink_timeline.py, StormProbe, ...)."
+    description: "The kit's run programs (producer.produce, the engines' timeline samplers, ...)."
     type: list
     elements: str
     required: true

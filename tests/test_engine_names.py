@@ -1,0 +1,94 @@
+"""The engine manifest's promise: adding an engine touches its own folders and the list in
+docs/extending.md, not the kit's generic files. Those that still name an engine are allowed
+below, each with its reason; a generic file that starts naming one fails, and so does an entry
+here whose file no longer does (the list only shrinks)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from analysis.study.kit import Kit
+
+REPO = Path(__file__).resolve().parents[1]
+KIT = Kit.load(REPO)
+# The experiment's machinery: what runs, checks, faults, records and analyses any engine's run.
+GENERIC = (
+    "analysis",
+    "producer",
+    "plugins",
+    "roles/experiment",
+    "roles/fault",
+    "roles/teardown",
+    "playbooks/experiment.yml",
+    "playbooks/fault.yml",
+    "playbooks/teardown.yml",
+    "playbooks/redeploy.yml",
+    "playbooks/analyze.yml",
+    "playbooks/health.yml",
+)
+# An engine's own folders (docs/extending.md) and a fault's own file, inside the generic ones.
+OWN = (
+    *(f"roles/experiment/tasks/{engine}/" for engine in KIT.engines),
+    "roles/fault/tasks/types/",
+)
+# Generic files that still name an engine, and why. Moving one into the engine's own folder
+# (the manifest, or an analysis module beside it) removes it from here.
+ALLOWED = {
+    "analysis/__main__.py": "advise is Flink's checkpoint-interval advice by its subject",
+    "analysis/advise.py": "Flink's checkpoint-interval advice, from Flink's checkpoint files",
+    "analysis/compare.py": "internal TLS is read from Flink's setting and absent in Storm",
+    "analysis/engine.py": "each engine's evidence readers, not yet in modules of their own",
+    "analysis/recovery.py": "the checkpoint age reads Flink's checkpoint history",
+    "analysis/report.py": "the report's rows of each engine's evidence",
+    "analysis/study/report.py": "the study report's checkpoint advice runs on Flink groups",
+    "analysis/summarize.py": "the checkpoint details are fetched for Flink runs",
+    "playbooks/experiment.yml": "usage examples, and the components whose versions run.json keeps",
+    "playbooks/health.yml": "each component's health checks",
+    "plugins/lookup/streamlab_setting_ranges.py": "ranges of the component roles' settings",
+    "roles/experiment/files/run_record.py": "the components whose versions run.json keeps",
+    "roles/experiment/library/streamlab_flink_rest.py": (
+        "Flink's REST module (a role's modules are in library/)"
+    ),
+    "roles/fault/defaults/main.yml": "the engine-specific fault types' settings",
+    "roles/fault/meta/argument_specs.yml": "the engine-specific fault types' settings",
+    "roles/fault/vars/main.yml": "the engines' master and worker groups, for the default target",
+}
+NAMES = re.compile(rf"(?<![a-z])({'|'.join(map(re.escape, KIT.engines))})(?![a-z])", re.IGNORECASE)
+
+
+def generic_files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", *GENERIC], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [path for path in listed if not path.startswith(OWN)]
+
+
+def naming_an_engine() -> set[str]:
+    found = set()
+    for path in generic_files():
+        try:
+            text = (REPO / path).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue
+        if NAMES.search(text):
+            found.add(path)
+    return found
+
+
+def test_the_engines_are_the_folders():
+    assert set(KIT.engines) >= {"flink", "storm"}
+
+
+def test_no_generic_file_names_an_engine_outside_the_allow_list():
+    unexpected = sorted(naming_an_engine() - set(ALLOWED))
+    assert not unexpected, (
+        f"{unexpected} name an engine ({', '.join(KIT.engines)}): put what is the engine's "
+        "into its own folder (its engine.yml, docs/extending.md) instead"
+    )
+
+
+def test_the_allow_list_keeps_no_file_that_names_no_engine():
+    stale = sorted(set(ALLOWED) - naming_an_engine())
+    assert not stale, f"{stale} no longer name an engine: remove them from ALLOWED"
