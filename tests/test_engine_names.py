@@ -53,7 +53,6 @@ ALLOWED = {
     ),
     "roles/fault/defaults/main.yml": "the engine-specific fault types' settings",
     "roles/fault/meta/argument_specs.yml": "the engine-specific fault types' settings",
-    "roles/fault/vars/main.yml": "the engines' master and worker groups, for the default target",
 }
 NAMES = re.compile(rf"(?<![a-z])({'|'.join(map(re.escape, KIT.engines))})(?![a-z])", re.IGNORECASE)
 
