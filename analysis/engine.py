@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from analysis.io import read_optional_json, read_optional_jsonl
+from analysis import engines
+from analysis.io import read_optional_jsonl
 
 ENGINE_DIR = "engine"
 # The timeline around a fault: from shortly before it to the end of the stall window.
@@ -19,8 +20,6 @@ TIMELINE_BEFORE_MS = 10_000
 TIMELINE_AFTER_MS = 120_000
 TIMELINE_LIMIT = 60
 TIME_KEYS = ("t_ms", "time_ms", "ts_ms", "timestamp_ms", "at_ms", "timestamp")
-# Root exceptions a JobManager keeps per job when web.exception-history-size is not set.
-FLINK_EXCEPTION_HISTORY_DEFAULT = 16
 
 
 def _number(value: Any) -> int | float | None:
@@ -57,126 +56,23 @@ def role_offset(run: dict[str, Any], role: str) -> float:
     return 0.0
 
 
-def _on_driver_clock(host_ms: Any, offset: float) -> int | None:
+def on_driver_clock(host_ms: Any, offset: float) -> int | None:
     value = _number(host_ms)
     if value is None or value <= 0:
         return None
     return round(value - offset)
 
 
-def exception_history_size(jobmanager_config: Any) -> int | None:
-    """web.exception-history-size as the JobManager reported it (/jobmanager/config, a list of
-    {"key", "value"}): Flink's default when it is not set, None without that document."""
-    if not isinstance(jobmanager_config, list):
-        return None
-    for entry in jobmanager_config:
-        if isinstance(entry, dict) and entry.get("key") == "web.exception-history-size":
-            try:
-                return int(entry.get("value"))
-            except (TypeError, ValueError):
-                return None
-    return FLINK_EXCEPTION_HISTORY_DEFAULT
-
-
-def flink_evidence(engine: Path) -> dict[str, Any] | None:
-    checkpoints = read_optional_json(engine / "flink-checkpoints.json")
-    config = read_optional_json(engine / "flink-checkpoint-config.json")
-    exceptions = read_optional_json(engine / "flink-exceptions.json")
-    job = read_optional_json(engine / "flink-job.json")
-    if not any(isinstance(d, dict) for d in (checkpoints, config, exceptions, job)):
-        return None
-    evidence: dict[str, Any] = {}
-    if isinstance(checkpoints, dict):
-        counts = checkpoints.get("counts") or {}
-        summary = checkpoints.get("summary") or {}
-        evidence["checkpoints"] = {
-            "completed": counts.get("completed"),
-            "failed": counts.get("failed"),
-            "in_progress": counts.get("in_progress"),
-            "restored": counts.get("restored"),
-            "duration_ms": {
-                "p50": dig(summary, "end_to_end_duration", "p50"),
-                "max": dig(summary, "end_to_end_duration", "max"),
-            },
-            "size_bytes": {
-                "last": dig(checkpoints, "latest", "completed", "checkpointed_size"),
-                "avg": dig(summary, "checkpointed_size", "avg"),
-                "max": dig(summary, "checkpointed_size", "max"),
-            },
-        }
-    if isinstance(config, dict):
-        evidence["checkpoint_interval_ms"] = config.get("interval")
-        evidence["checkpoint_mode"] = config.get("mode")
-    if isinstance(exceptions, dict):
-        entries = dig(exceptions, "exceptionHistory", "entries")
-        if isinstance(entries, list):
-            # A lower bound when the REST handler cut the list (Flink's own flag) or when the
-            # JobManager's history was full: it drops the oldest entries beyond its size.
-            size = exception_history_size(
-                read_optional_json(engine / "flink-jobmanager-config.json")
-            )
-            cut = bool(dig(exceptions, "exceptionHistory", "truncated"))
-            evidence["restarts"] = len(entries)
-            evidence["exception_history_size"] = size
-            evidence["restarts_truncated"] = cut or (size is not None and len(entries) >= size)
-    if isinstance(job, dict):
-        evidence["job_state"] = job.get("state")
-    return evidence
-
-
-def storm_evidence(engine: Path) -> dict[str, Any] | None:
-    topology = read_optional_json(engine / "storm-topology.json")
-    if not isinstance(topology, dict):
-        return None
-    return {
-        "acked": topology.get("spout_acked"),
-        "emitted": topology.get("spout_emitted"),
-        "failed": topology.get("spout_failed"),
-        "complete_latency_ms": topology.get("complete_latency_ms"),
-    }
-
-
 def evidence(run_dir: Path) -> dict[str, Any]:
-    """What the engine reported, by engine; {} when engine/ holds nothing known."""
+    """What the engine reported, by engine (analysis/engines/); {} when engine/ holds nothing
+    an engine module knows."""
     engine = run_dir / ENGINE_DIR
     found: dict[str, Any] = {}
-    for name, read in (("flink", flink_evidence), ("storm", storm_evidence)):
-        result = read(engine)
+    for module in engines.modules():
+        result = module.evidence(engine)
         if result is not None:
-            found[name] = result
+            found[module.NAME] = result
     return found
-
-
-def _flink_events(engine: Path, offset: float) -> Iterable[dict[str, Any]]:
-    checkpoints = read_optional_json(engine / "flink-checkpoints.json")
-    for entry in dig(checkpoints, "history") or []:
-        if not isinstance(entry, dict):
-            continue
-        at = _on_driver_clock(entry.get("trigger_timestamp"), offset)
-        if at is not None:
-            duration = entry.get("end_to_end_duration")
-            yield {
-                "t_ms": at,
-                "source": "flink-checkpoints",
-                "event": f"checkpoint {entry.get('id')} {entry.get('status')} ({duration} ms)",
-            }
-    exceptions = read_optional_json(engine / "flink-exceptions.json")
-    for entry in dig(exceptions, "exceptionHistory", "entries") or []:
-        if not isinstance(entry, dict):
-            continue
-        at = _on_driver_clock(entry.get("timestamp"), offset)
-        if at is not None:
-            where = entry.get("taskName") or entry.get("endpoint") or ""
-            yield {
-                "t_ms": at,
-                "source": "flink-exceptions",
-                "event": f"failure {entry.get('exceptionName')} {where}".strip(),
-            }
-    job = read_optional_json(engine / "flink-job.json")
-    for state, stamp in (dig(job, "timestamps") or {}).items():
-        at = _on_driver_clock(stamp, offset)
-        if at is not None:
-            yield {"t_ms": at, "source": "flink-job", "event": f"job {state}"}
 
 
 def _row_time(row: dict[str, Any]) -> Any:
@@ -189,7 +85,7 @@ def _row_time(row: dict[str, Any]) -> Any:
 def _timeline_events(engine: Path, offsets: dict[str, float]) -> Iterable[dict[str, Any]]:
     """engine/timeline.jsonl: any objects with a time (t_ms, time_ms, ...) and maybe a host."""
     for row in read_optional_jsonl(engine / "timeline.jsonl") or []:
-        at = _on_driver_clock(_row_time(row), offsets.get(str(row.get("host")), 0.0))
+        at = on_driver_clock(_row_time(row), offsets.get(str(row.get("host")), 0.0))
         if at is not None:
             rest = {k: v for k, v in row.items() if k not in TIME_KEYS}
             yield {"t_ms": at, "source": "timeline", "event": rest}
@@ -230,7 +126,7 @@ def engine_health(
     """
     samples = []
     for row in rows:
-        at = _on_driver_clock(_row_time(row), offsets.get(str(row.get("host")), 0.0))
+        at = on_driver_clock(_row_time(row), offsets.get(str(row.get("host")), 0.0))
         if at is not None and isinstance(row.get("healthy"), bool):
             samples.append((at, row["healthy"]))
     if not samples:
@@ -254,7 +150,7 @@ def timelines(run_dir: Path, run: dict[str, Any], starts: list[int]) -> list[dic
     if not engine.is_dir():
         return [{} for _ in starts]
     events = [
-        *_flink_events(engine, role_offset(run, "flink_jobmanager")),
+        *(event for module in engines.modules() for event in module.events(engine, run)),
         *_timeline_events(engine, clock_offsets(run)),
     ]
     events.sort(key=lambda e: e["t_ms"])

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis import engines
+
 MS_PER_S = 1000
 
 
@@ -312,62 +314,13 @@ def _event_text(event: Any) -> str:
 
 
 def _engine_rows(evidence: dict[str, Any]) -> list[list[str]]:
-    rows: list[list[str]] = []
-    flink = evidence.get("flink")
-    if flink:
-        checkpoints = flink.get("checkpoints") or {}
-        if checkpoints:
-            rows.append(
-                [
-                    "Flink checkpoints",
-                    f"{count(checkpoints.get('completed'))} completed, "
-                    f"{count(checkpoints.get('failed'))} failed, "
-                    f"{count(checkpoints.get('restored'))} restored",
-                ]
-            )
-            duration = checkpoints.get("duration_ms") or {}
-            rows.append(
-                [
-                    "Flink checkpoint duration",
-                    f"p50 {number(duration.get('p50'))} ms, max {number(duration.get('max'))} ms",
-                ]
-            )
-            size = checkpoints.get("size_bytes") or {}
-            rows.append(
-                [
-                    "Flink checkpoint size",
-                    f"last {count(size.get('last'))} B, max {count(size.get('max'))} B",
-                ]
-            )
-        if "checkpoint_interval_ms" in flink:
-            interval = number(flink["checkpoint_interval_ms"])
-            rows.append(
-                ["Flink checkpoint interval", f"{interval} ms ({flink.get('checkpoint_mode')})"]
-            )
-        if "restarts" in flink:
-            more = (
-                " (at least: Flink's exception history was full or cut)"
-                if flink.get("restarts_truncated")
-                else ""
-            )
-            rows.append(["Flink restarts (failures)", f"{flink['restarts']}{more}"])
-    storm = evidence.get("storm")
-    if storm:
-        emitted = storm.get("emitted")
-        rows.append(
-            [
-                "Storm spout",
-                (f"{count(emitted)} emitted, " if emitted is not None else "")
-                + f"{count(storm.get('acked'))} acked, {count(storm.get('failed'))} failed "
-                "(sampled estimates)",
-            ]
-        )
-        # Without ackers (at most once) no tuple tree completes: there is no complete latency.
-        if storm.get("acked"):
-            rows.append(
-                ["Storm complete latency", f"{number(storm.get('complete_latency_ms'))} ms"]
-            )
-    return rows
+    """Each engine module's rows of its evidence (analysis/engines/)."""
+    return [
+        row
+        for module in engines.modules()
+        if evidence.get(module.NAME)
+        for row in module.report_rows(evidence[module.NAME])
+    ]
 
 
 def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Block]:
@@ -474,7 +427,7 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
                     "up); 5 s of on-time delivery (recovery, `>=` when the run ends first); the "
                     "largest latency over the baseline p50 until then (failure cost); duplicate "
                     "records received until the next fault and the seconds of input they are "
-                    "(replayed); time since the last completed checkpoint (Flink)."
+                    "(replayed); time since the last completed checkpoint (engines that checkpoint)."
                 )
             )
             out.append(Table(TIMELINE_HEADERS, _recovery_timeline_rows(s)))

@@ -12,6 +12,7 @@ from analysis_runs import BASE_MS, RunDir
 
 from analysis import compare, engine, histogram
 from analysis.__main__ import main
+from analysis.engines import flink as flink_engine
 from conftest import REPO
 
 B = BASE_MS
@@ -163,7 +164,7 @@ def test_flink_restarts_are_a_lower_bound_when_the_exception_history_was_full(
     if jobmanager_config is not None:
         files["flink-jobmanager-config.json"] = jobmanager_config
     write_engine(tmp_path, files)
-    flink = engine.flink_evidence(tmp_path / "engine")
+    flink = flink_engine.evidence(tmp_path / "engine")
     assert flink == {
         "restarts": entries,
         "exception_history_size": size,

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from analysis import engines
 from analysis.study.kit import Kit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +32,7 @@ GENERIC = (
 # An engine's own folders (docs/extending.md) and a fault's own file, inside the generic ones.
 OWN = (
     *(f"roles/experiment/tasks/{engine}/" for engine in KIT.engines),
+    *(f"analysis/engines/{engine}.py" for engine in KIT.engines),
     "roles/fault/tasks/types/",
 )
 # Generic files that still name an engine, and why. Moving one into the engine's own folder
@@ -39,9 +41,7 @@ ALLOWED = {
     "analysis/__main__.py": "advise is Flink's checkpoint-interval advice by its subject",
     "analysis/advise.py": "Flink's checkpoint-interval advice, from Flink's checkpoint files",
     "analysis/compare.py": "internal TLS is read from Flink's setting and absent in Storm",
-    "analysis/engine.py": "each engine's evidence readers, not yet in modules of their own",
     "analysis/recovery.py": "the checkpoint age reads Flink's checkpoint history",
-    "analysis/report.py": "the report's rows of each engine's evidence",
     "analysis/study/report.py": "the study report's checkpoint advice runs on Flink groups",
     "analysis/summarize.py": "the checkpoint details are fetched for Flink runs",
     "playbooks/experiment.yml": "usage examples, and the components whose versions run.json keeps",
@@ -76,8 +76,10 @@ def naming_an_engine() -> set[str]:
     return found
 
 
-def test_the_engines_are_the_folders():
+def test_the_engines_are_the_folders_and_each_has_its_analysis_module():
     assert set(KIT.engines) >= {"flink", "storm"}
+    found = {module.NAME for module in engines.modules()}
+    assert found == set(KIT.engines), "analysis/engines/<engine>.py for every engine folder"
 
 
 def test_no_generic_file_names_an_engine_outside_the_allow_list():
