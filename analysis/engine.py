@@ -22,7 +22,8 @@ TIMELINE_LIMIT = 60
 TIME_KEYS = ("t_ms", "time_ms", "ts_ms", "timestamp_ms", "at_ms", "timestamp")
 
 
-def _number(value: Any) -> int | float | None:
+def number_or_none(value: Any) -> int | float | None:
+    """The value when it is an int or a float (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return value
@@ -41,7 +42,7 @@ def clock_offsets(run: dict[str, Any]) -> dict[str, float]:
     offsets: dict[str, float] = {}
     for host in run.get("hosts") or []:
         if isinstance(host, dict) and isinstance(host.get("name"), str):
-            offset = _number(host.get("clock_offset_ms"))
+            offset = number_or_none(host.get("clock_offset_ms"))
             if offset is not None:
                 offsets[host["name"]] = offset
     return offsets
@@ -57,7 +58,7 @@ def role_offset(run: dict[str, Any], role: str) -> float:
 
 
 def on_driver_clock(host_ms: Any, offset: float) -> int | None:
-    value = _number(host_ms)
+    value = number_or_none(host_ms)
     if value is None or value <= 0:
         return None
     return round(value - offset)
@@ -77,7 +78,7 @@ def evidence(run_dir: Path) -> dict[str, Any]:
 
 def _row_time(row: dict[str, Any]) -> Any:
     for key in TIME_KEYS:
-        if _number(row.get(key)) is not None:
+        if number_or_none(row.get(key)) is not None:
             return row[key]
     return None
 
@@ -98,15 +99,15 @@ def _lag_around(engine: Path, start_ms: int) -> dict[str, Any] | None:
         rows = read_optional_jsonl(engine / "lag.jsonl.part")
     if not rows:
         return None
-    before = [r for r in rows if _number(r.get("t_ms")) is not None and r["t_ms"] < start_ms]
+    before = [r for r in rows if number_or_none(r.get("t_ms")) is not None and r["t_ms"] < start_ms]
     inside = [
         r
         for r in rows
-        if _number(r.get("t_ms")) is not None
+        if number_or_none(r.get("t_ms")) is not None
         and start_ms <= r["t_ms"] <= start_ms + TIMELINE_AFTER_MS
     ]
-    lags = [r["lag"] for r in inside if _number(r.get("lag")) is not None]
-    backlogs = [r["backlog"] for r in inside if _number(r.get("backlog")) is not None]
+    lags = [r["lag"] for r in inside if number_or_none(r.get("lag")) is not None]
+    backlogs = [r["backlog"] for r in inside if number_or_none(r.get("backlog")) is not None]
     return {
         "samples": len(inside),
         "lag_before": before[-1].get("lag") if before else None,

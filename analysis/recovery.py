@@ -3,7 +3,7 @@ it was unwell and well again, when the backlog was back to its level before the 
 checkpoint age at the fault, and the input rate that turns duplicates into replayed seconds.
 
 Nothing here reads a record file: these are the engine's samples (engine/timeline.jsonl,
-engine/lag.jsonl, engine/flink-checkpoints.json) and run.json, read in Python.
+engine/lag.jsonl) and run.json, read in Python.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.engine import ENGINE_DIR, role_offset
-from analysis.io import read_optional_json, read_optional_jsonl
+from analysis.engine import ENGINE_DIR
+from analysis.io import read_optional_jsonl
 
 MS_PER_S = 1000
 # The backlog's level before a fault: the largest backlog sampled in this window before it.
@@ -115,59 +115,6 @@ def caught_up(samples: list[BacklogSample], start_ms: int, from_ms: int | None) 
 
 
 # ---------------------------------------------------------------- checkpoints
-
-
-def _completed_at(entry: dict[str, Any]) -> int | float | None:
-    """When a completed checkpoint completed (JobManager clock): its latest acknowledgement,
-    else its trigger time plus its end-to-end duration."""
-    ack = _number(entry.get("latest_ack_timestamp"))
-    if ack is not None and ack > 0:
-        return ack
-    trigger = _number(entry.get("trigger_timestamp"))
-    duration = _number(entry.get("end_to_end_duration"))
-    if trigger is not None and trigger > 0 and duration is not None:
-        return trigger + duration
-    return None
-
-
-def checkpoint_age(
-    run_dir: Path, run: dict[str, Any], start_ms: int
-) -> tuple[float | None, str | None]:
-    """Seconds from the last checkpoint completed before start_ms to start_ms, and a note when
-    it is unknown (None for an exact age).
-
-    From engine/flink-checkpoints.json (/jobs/<id>/checkpoints, fetched after the drain): its
-    `history` (the newest checkpoints, web.checkpoints.history of them, 10 by default) and
-    `latest.completed`. Times are the JobManager's, put on the driver's clock with its clock
-    offset. The history is the newest checkpoints by id, so when any completed entry it holds
-    completed before the fault, the last of them is the last before the fault. When none did,
-    the age is known only if the history holds every checkpoint the job took (no checkpoint
-    had completed before the fault); otherwise an older one may have been pushed out.
-    """
-    document = read_optional_json(run_dir / ENGINE_DIR / "flink-checkpoints.json")
-    if not isinstance(document, dict):
-        return None, "no engine/flink-checkpoints.json"
-    offset = role_offset(run, "flink_jobmanager")
-    history = [e for e in document.get("history") or [] if isinstance(e, dict)]
-    latest = (document.get("latest") or {}).get("completed")
-    completed = [e for e in history if str(e.get("status")).upper() == "COMPLETED"]
-    if isinstance(latest, dict):
-        completed.append(latest)
-    times = [t - offset for e in completed if (t := _completed_at(e)) is not None]
-    before = [t for t in times if t <= start_ms]
-    if before:
-        return round((start_ms - max(before)) / MS_PER_S, 3), None
-    counts = document.get("counts") or {}
-    total = _number(counts.get("total"))
-    ids = [i for e in history if (i := _number(e.get("id"))) is not None]
-    if total is not None and len(history) >= total:
-        return None, "no checkpoint had completed before the fault"
-    if ids and min(ids) <= 1:
-        return None, "no checkpoint had completed before the fault"
-    return None, (
-        "the checkpoint history kept no checkpoint completed before the fault (older "
-        "checkpoints were pushed out of it: web.checkpoints.history)"
-    )
 
 
 # ---------------------------------------------------------------- input rate

@@ -427,7 +427,8 @@ def blocks(summary: dict[str, Any], plots: Sequence[tuple[str, str]]) -> list[Bl
                     "up); 5 s of on-time delivery (recovery, `>=` when the run ends first); the "
                     "largest latency over the baseline p50 until then (failure cost); duplicate "
                     "records received until the next fault and the seconds of input they are "
-                    "(replayed); time since the last completed checkpoint (engines that checkpoint)."
+                    "(replayed); time since the last completed checkpoint (an engine that "
+                    "checkpoints)."
                 )
             )
             out.append(Table(TIMELINE_HEADERS, _recovery_timeline_rows(s)))

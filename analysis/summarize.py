@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analysis import (
     engine,
+    engines,
     faults,
     histogram,
     io,
@@ -95,12 +96,9 @@ def _with_evidence(
     start = entry["start_ms"]
     first_output = entry["first_output_s"]
     output_ms = None if first_output is None else start + round(first_output * metrics.MS_PER_S)
-    if inputs.run["engine"] != "flink":
-        age, age_note = None, None
-    elif (inputs.run.get("settings") or {}).get("checkpointing_mode") == "none":
-        age, age_note = None, "no checkpoints: the job ran at most once"
-    else:
-        age, age_note = recovery.checkpoint_age(inputs.run_dir, inputs.run, start)
+    # An engine that checkpoints says how old its last checkpoint was (analysis/engines/).
+    age_of = getattr(engines.module_for(str(inputs.run["engine"])), "checkpoint_age", None)
+    age, age_note = age_of(inputs.run_dir, inputs.run, start) if age_of else (None, None)
     details = entry.pop("details")
     entry |= recovery.health_times(timeline, start)
     entry |= recovery.caught_up(samples, start, output_ms)

@@ -9,6 +9,7 @@ import pytest
 from analysis_runs import BASE_MS, RunDir
 
 from analysis import recovery, report, steady, summarize, verdict
+from analysis.engines import flink as flink_engine
 from analysis.recovery import BacklogSample
 
 B = BASE_MS
@@ -225,7 +226,7 @@ def test_checkpoint_age_from_a_short_history(tmp_path):
 
     def age(document):
         (engine / "flink-checkpoints.json").write_text(json.dumps(document))
-        return recovery.checkpoint_age(tmp_path, run, F)
+        return flink_engine.checkpoint_age(tmp_path, run, F)
 
     # Only the latest completed checkpoint, before the fault: nothing completed after it, so
     # it is the last before the fault (ack at F - 7.2 s on the JobManager = F - 7 s here).
@@ -244,9 +245,15 @@ def test_checkpoint_age_from_a_short_history(tmp_path):
     # The whole history kept, none completed before the fault.
     whole = {**cut, "counts": {"total": 1}}
     assert age(whole) == (None, "no checkpoint had completed before the fault")
-    assert recovery.checkpoint_age(tmp_path / "nowhere", run, F) == (
+    assert flink_engine.checkpoint_age(tmp_path / "nowhere", run, F) == (
         None,
         "no engine/flink-checkpoints.json",
+    )
+    # At most once the job takes no checkpoints: no age, and the note says why.
+    at_most_once = {**run, "settings": {"checkpointing_mode": "none"}}
+    assert flink_engine.checkpoint_age(tmp_path, at_most_once, F) == (
+        None,
+        "no checkpoints: the job ran at most once",
     )
 
 

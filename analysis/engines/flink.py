@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from analysis.engine import dig, on_driver_clock, role_offset
+from analysis.engine import ENGINE_DIR, dig, number_or_none, on_driver_clock, role_offset
 from analysis.io import read_optional_json
 from analysis.report import count, number
+
+MS_PER_S = 1000
 
 NAME = "flink"
 # The inventory group of the host whose clock stamps the JobManager's events.
@@ -111,6 +113,62 @@ def events(engine: Path, run: dict[str, Any]) -> Iterable[dict[str, Any]]:
         at = on_driver_clock(stamp, offset)
         if at is not None:
             yield {"t_ms": at, "source": "flink-job", "event": f"job {state}"}
+
+
+def _completed_at(entry: dict[str, Any]) -> int | float | None:
+    """When a completed checkpoint completed (JobManager clock): its latest acknowledgement,
+    else its trigger time plus its end-to-end duration."""
+    ack = number_or_none(entry.get("latest_ack_timestamp"))
+    if ack is not None and ack > 0:
+        return ack
+    trigger = number_or_none(entry.get("trigger_timestamp"))
+    duration = number_or_none(entry.get("end_to_end_duration"))
+    if trigger is not None and trigger > 0 and duration is not None:
+        return trigger + duration
+    return None
+
+
+def checkpoint_age(
+    run_dir: Path, run: dict[str, Any], start_ms: int
+) -> tuple[float | None, str | None]:
+    """Seconds from the last checkpoint completed before start_ms to start_ms, and a note when
+    it is unknown (None for an exact age); none for a job that ran at most once, without
+    checkpoints.
+
+    From engine/flink-checkpoints.json (/jobs/<id>/checkpoints, fetched after the drain): its
+    `history` (the newest checkpoints, web.checkpoints.history of them, 10 by default) and
+    `latest.completed`. Times are the JobManager's, put on the driver's clock with its clock
+    offset. The history is the newest checkpoints by id, so when any completed entry it holds
+    completed before the fault, the last of them is the last before the fault. When none did,
+    the age is known only if the history holds every checkpoint the job took (no checkpoint
+    had completed before the fault); otherwise an older one may have been pushed out.
+    """
+    if (run.get("settings") or {}).get("checkpointing_mode") == "none":
+        return None, "no checkpoints: the job ran at most once"
+    document = read_optional_json(run_dir / ENGINE_DIR / "flink-checkpoints.json")
+    if not isinstance(document, dict):
+        return None, "no engine/flink-checkpoints.json"
+    offset = role_offset(run, COORDINATOR_GROUP)
+    history = [e for e in document.get("history") or [] if isinstance(e, dict)]
+    latest = (document.get("latest") or {}).get("completed")
+    completed = [e for e in history if str(e.get("status")).upper() == "COMPLETED"]
+    if isinstance(latest, dict):
+        completed.append(latest)
+    times = [t - offset for e in completed if (t := _completed_at(e)) is not None]
+    before = [t for t in times if t <= start_ms]
+    if before:
+        return round((start_ms - max(before)) / MS_PER_S, 3), None
+    counts = document.get("counts") or {}
+    total = number_or_none(counts.get("total"))
+    ids = [i for e in history if (i := number_or_none(e.get("id"))) is not None]
+    if total is not None and len(history) >= total:
+        return None, "no checkpoint had completed before the fault"
+    if ids and min(ids) <= 1:
+        return None, "no checkpoint had completed before the fault"
+    return None, (
+        "the checkpoint history kept no checkpoint completed before the fault (older "
+        "checkpoints were pushed out of it: web.checkpoints.history)"
+    )
 
 
 def report_rows(flink: dict[str, Any]) -> list[list[str]]:
