@@ -283,8 +283,8 @@ class Run:
 
     @cached_property
     def tls_internal(self) -> bool:
-        """Flink's internal TLS as the JobManager reported it (run.json settings.tls_internal);
-        False for Storm, whose worker traffic has none, and where run.json does not say."""
+        """Internal TLS between the job's workers as the engine reported it (run.json
+        settings.tls_internal); False where run.json does not say, as for an engine without it."""
         settings = self.record.get("settings")
         return isinstance(settings, dict) and settings.get("tls_internal") is True
 
@@ -463,16 +463,16 @@ def _format(metric: Metric, value: float | None) -> str:
 
 def unequal_footing(groups: Sequence[Group]) -> str:
     """A warning when the runs compared did not carry their records over the same kind of
-    connection: some with internal TLS (Flink's flink_tls_internal), others without (Storm has
-    none); empty otherwise."""
+    connection: some with internal TLS between the job's workers, others without (not turned
+    on, or an engine that has none); empty otherwise."""
     runs = [run for group in groups for run in group.runs]
     with_tls = sorted(run.run_id for run in runs if run.tls_internal)
     if not with_tls or len(with_tls) == len(runs):
         return ""
     return (
         f"Not on equal footing: {len(with_tls)} of {len(runs)} runs ran with internal TLS "
-        f"(Flink's flink_tls_internal: {', '.join(with_tls)}); the others without it (Storm's "
-        "worker traffic has none). TLS costs CPU on every record sent between workers "
+        f"(settings.tls_internal: {', '.join(with_tls)}); the others without it (not turned on, "
+        "or their engine has none). TLS costs CPU on every record sent between workers "
         "(docs/engines.md)."
     )
 

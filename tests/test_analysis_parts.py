@@ -453,7 +453,7 @@ def test_compare_says_when_only_some_runs_had_internal_tls(tmp_path, capsys):
     warning = "Not on equal footing: 1 of 2 runs ran with internal TLS"
     assert warning in capsys.readouterr().out
     table = (out / "comparison.md").read_text()
-    assert f"**{warning} (Flink's flink_tls_internal: f5-a)" in table
+    assert f"**{warning} (settings.tls_internal: f5-a)" in table
     (flink / "run.json").write_text(json.dumps({"settings": {"tls_internal": False}}))
     assert main(["compare", str(flink), str(storm), "--out", str(out)]) == 0
     assert "equal footing" not in capsys.readouterr().out

@@ -40,7 +40,6 @@ OWN = (
 ALLOWED = {
     "analysis/__main__.py": "advise is Flink's checkpoint-interval advice by its subject",
     "analysis/advise.py": "Flink's checkpoint-interval advice, from Flink's checkpoint files",
-    "analysis/compare.py": "internal TLS is read from Flink's setting and absent in Storm",
     "analysis/study/report.py": "the study report's checkpoint advice runs on Flink groups",
     "playbooks/experiment.yml": "usage examples, and the components whose versions run.json keeps",
     "playbooks/health.yml": "each component's health checks",
@@ -49,8 +48,6 @@ ALLOWED = {
     "roles/experiment/library/streamlab_flink_rest.py": (
         "Flink's REST module (a role's modules are in library/)"
     ),
-    "roles/fault/defaults/main.yml": "the engine-specific fault types' settings",
-    "roles/fault/meta/argument_specs.yml": "the engine-specific fault types' settings",
 }
 NAMES = re.compile(rf"(?<![a-z])({'|'.join(map(re.escape, KIT.engines))})(?![a-z])", re.IGNORECASE)
 
