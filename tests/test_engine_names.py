@@ -44,7 +44,6 @@ ALLOWED = {
     "playbooks/experiment.yml": "usage examples, and the components whose versions run.json keeps",
     "playbooks/health.yml": "each component's health checks",
     "plugins/lookup/streamlab_setting_ranges.py": "ranges of the component roles' settings",
-    "roles/experiment/files/run_record.py": "the components whose versions run.json keeps",
     "roles/experiment/library/streamlab_flink_rest.py": (
         "Flink's REST module (a role's modules are in library/)"
     ),

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 SETTINGS_PREFIX = "streamlab."
-COMPONENTS = ("zookeeper", "kafka", "flink", "storm", "spark")
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -158,7 +157,7 @@ def typed(value: Any) -> Any:
 
 def lookup(data: Any, keys: Iterable[Any]) -> Any:
     """data[k1][k2]...; None where a key or index is missing. A name looked up in a list of
-    {"key": ..., "value": ...} entries (Flink's /jobmanager/config) is that entry's value."""
+    {"key": ..., "value": ...} entries (an engine's configuration list) is that entry's value."""
     for key in keys:
         if isinstance(data, dict):
             data = data.get(key)
