@@ -167,3 +167,20 @@ def test_a_stale_figures_page_fails(tmp_path):
 
 def test_the_repositorys_readme_and_links_pass():
     assert check_docs.check_readme(REPO) + check_docs.check_links(REPO) == []
+
+
+def test_a_stale_engines_table_fails(tmp_path):
+    """An engine's manifest changed without the table of docs/engines.md: check_docs says so."""
+    repo = small_repo(tmp_path)
+    render(repo)
+    manifest = repo / "roles" / "experiment" / "tasks" / "demo" / "engine.yml"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("_experiment_engine_guarantees: [at_least_once]\n")
+    page = repo / "docs" / "engines.md"
+    engines = check_docs.render_engines
+    page.write_text(f"# Engines\n\n{engines.BEGIN}\n{engines.END}\n")
+    assert any("engines' table is stale" in p for p in check_docs.check(repo))
+    page.write_text(engines.render(repo) or "")
+    assert not [p for p in check_docs.check(repo) if "engines" in p]
+    page.write_text("# Engines\n")
+    assert any("lacks the engines' table markers" in p for p in check_docs.check(repo))

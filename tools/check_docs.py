@@ -9,7 +9,9 @@ Fails (exit 1, one line per problem) when:
   missing, or its #anchor is no heading of the target page (GitHub's slugs);
 - docs/configuration.md lacks a setting of a role's meta/argument_specs.yml, or is not what
   tools/render_config_reference.py renders;
-- docs/figures.md is not what tools/render_figures.py renders from bench/results/.
+- docs/figures.md is not what tools/render_figures.py renders from bench/results/;
+- docs/engines.md's engines table is not what tools/render_engines.py renders from the engines'
+  manifests.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import render_config_reference  # noqa: E402  (tools/, beside this file)
+import render_engines  # noqa: E402
 import render_figures  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -149,8 +152,28 @@ def check_figures(repo: Path) -> list[str]:
     return []
 
 
+def check_engines(repo: Path) -> list[str]:
+    """docs/engines.md's table of the engines' manifests, where the repository has engines."""
+    if not render_engines.table(repo):
+        return []
+    if not (repo / render_engines.PAGE).is_file():
+        return [f"{render_engines.PAGE}: missing; it holds the engines' table"]
+    rendered = render_engines.render(repo)
+    if rendered is None:
+        return [f"{render_engines.PAGE}: lacks the engines' table markers ({render_engines.BEGIN})"]
+    if (repo / render_engines.PAGE).read_text(encoding="utf-8") != rendered:
+        return [f"{render_engines.PAGE}: the engines' table is stale; run tools/render_engines.py"]
+    return []
+
+
 def check(repo: Path) -> list[str]:
-    return check_readme(repo) + check_links(repo) + check_configuration(repo) + check_figures(repo)
+    return (
+        check_readme(repo)
+        + check_links(repo)
+        + check_configuration(repo)
+        + check_figures(repo)
+        + check_engines(repo)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
