@@ -21,10 +21,9 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402 - after choosing the renderer
 
-from analysis import intervals  # noqa: E402
+from analysis import engines, intervals  # noqa: E402
 from analysis.io import InputError, read_optional_json  # noqa: E402
 from analysis.report import NO_RECOVERY, write_atomic  # noqa: E402
-from analysis.study import kit  # noqa: E402
 
 SUMMARY = "summary.json"
 COLLECTOR_SUMMARY = "received.summary.json"
@@ -45,9 +44,14 @@ IGNORED_PARAMETERS = frozenset(
 
 
 def sweep_parameters() -> dict[str, str]:
-    """The parameter each engine's at-least-once behaviour is studied against: the setting its
-    manifest marks replay_bound (roles/experiment/tasks/<engine>/engine.yml)."""
-    return dict(kit.current().replay_bound)
+    """The parameter each engine's at-least-once behaviour is studied against, for runs whose
+    run.json does not name it (setting_roles.replay_bound): its analysis module's REPLAY_BOUND,
+    which a test keeps equal to what its manifest marks."""
+    return {
+        module.NAME: module.REPLAY_BOUND
+        for module in engines.modules()
+        if getattr(module, "REPLAY_BOUND", None)
+    }
 
 
 GUARANTEE = "guarantee"
@@ -324,6 +328,16 @@ class Group:
     label: str = ""
 
     @property
+    def sweep_parameter(self) -> str | None:
+        """The parameter that bounds this engine's replay: as its runs' run.json names it
+        (setting_roles.replay_bound), else as the checkout's manifest does."""
+        for run in self.runs:
+            roles = run.record.get("setting_roles")
+            if isinstance(roles, dict) and isinstance(roles.get("replay_bound"), str):
+                return roles["replay_bound"]
+        return sweep_parameters().get(self.engine)
+
+    @property
     def counted(self) -> list[Run]:
         """The runs the group's mean covers: every run but those flagged overloaded or whose
         wall clock moved."""
@@ -429,7 +443,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         # The engine's studied setting and the delivery guarantee are always shown: groups of
         # two engines are compared only under the same guarantee.
         varying = _varying_parameters([g for g in ordered if g.engine == group.engine])
-        studied = sweep_parameters().get(group.engine)
+        studied = group.sweep_parameter
         names = sorted({*varying, *([studied] if studied else []), GUARANTEE})
         shown = [
             f"{name}={group.parameters[name]}"
@@ -713,10 +727,10 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
         return [(a, b) for i, a in enumerate(groups) for b in groups[i + 1 :]]
 
     def studied(group: Group) -> Any:
-        return group.parameters.get(sweep_parameters().get(group.engine, ""))
+        return group.parameters.get(group.sweep_parameter or "")
 
     def others(group: Group) -> str:
-        name = sweep_parameters().get(group.engine)
+        name = group.sweep_parameter
         return _key_value({k: v for k, v in group.parameters.items() if k != name})
 
     pairs: list[tuple[Group, Group]] = []
@@ -731,7 +745,7 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
 
     def shared_equal(a: Group, b: Group) -> bool:
         """The settings both engines' runs recorded (other than their studied ones) agree."""
-        sweeps = {sweep_parameters().get(a.engine), sweep_parameters().get(b.engine)}
+        sweeps = {a.sweep_parameter, b.sweep_parameter}
         shared = [
             name
             for name in a.parameters.keys() & b.parameters.keys()
@@ -933,19 +947,20 @@ def _metric(key: str) -> Metric:
 
 def _sweep(groups: Sequence[Group], path: Path) -> bool:
     """Duplicate rate and recovery time against each engine's parameter."""
-    engines = [e for e in sweep_parameters() if any(g.engine == e for g in groups)]
+    # Each engine's parameter, as its groups name it, in the groups' order (by engine).
+    sweep = {g.engine: name for g in groups if (name := g.sweep_parameter)}
     panels = [
         (e, m)
-        for e in engines
+        for e in sweep
         for m in (_metric("replayed_s"), _metric("duplicate_rate"), _metric("recovery_bound_s"))
-        if any(g.values(m) and g.parameters.get(sweep_parameters()[e]) is not None for g in groups)
+        if any(g.values(m) and g.parameters.get(sweep[e]) is not None for g in groups)
     ]
     if not panels:
         return False
     figure = Figure(figsize=(SIZE[0], 3.2 * len(panels)))
     for index, (engine_name, metric) in enumerate(panels, start=1):
         axes = figure.add_subplot(len(panels), 1, index)
-        parameter = sweep_parameters()[engine_name]
+        parameter = sweep[engine_name]
         scale = 100 if metric.percent else 1
         mine = [
             g for g in groups if g.engine == engine_name and g.parameters.get(parameter) is not None

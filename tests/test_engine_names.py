@@ -87,3 +87,10 @@ def test_no_generic_file_names_an_engine_outside_the_allow_list():
 def test_the_allow_list_keeps_no_file_that_names_no_engine():
     stale = sorted(set(ALLOWED) - naming_an_engine())
     assert not stale, f"{stale} no longer name an engine: remove them from ALLOWED"
+
+
+def test_each_analysis_module_names_the_replay_bound_its_manifest_marks():
+    for module in engines.modules():
+        assert getattr(module, "REPLAY_BOUND", None) == KIT.replay_bound.get(module.NAME), (
+            f"analysis/engines/{module.NAME}.py REPLAY_BOUND against its engine.yml"
+        )

@@ -345,6 +345,11 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
         owner, modified_s = client_log.stdout.split()
         assert owner == "streamlab" and int(modified_s) >= int(started_s), client_log.stdout
         assert record["settings_read_from"]["checkpoint_interval_ms"].startswith("flink-checkpoint")
+        # The manifest's marks, recorded for an analysis that has no checkout at hand.
+        assert record["setting_roles"] == {
+            "replay_bound": "checkpoint_interval_s",
+            "commits_offsets": "checkpoint_interval_s",
+        }
         assert settings["checkpoint_interval_ms"] == 5000
         assert settings["tolerable_failed_checkpoints"] == 3
         assert settings["checkpointing_mode"] == "at_least_once"
@@ -361,6 +366,10 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
             assert not holding, holding
     else:
         assert record["settings_read_from"]["message_timeout_s"].startswith("storm-topology-conf")
+        assert record["setting_roles"] == {
+            "replay_bound": "storm_message_timeout_s",
+            "commits_offsets": "storm_offset_commit_period_s",
+        }
         assert (settings["workers"], settings["message_timeout_s"]) == (2, 30)
         assert settings["offset_commit_period_ms"] == 5000
         assert settings["spout_wait_strategy"] == "org.apache.storm.policy.WaitStrategyPark"

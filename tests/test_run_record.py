@@ -363,3 +363,18 @@ def test_a_wall_clock_that_moved_against_the_runs_clocks_is_recorded_and_shouted
         assert f"{max(abs(producer_ms), abs(collector_ms)):,.1f} ms" in shouted[0]
     # A moved clock flags the run; it is still complete and judged.
     assert record["status"] == "complete" and record["verdict"]["holds"] is True
+
+
+def test_setting_roles_name_the_settings_the_manifest_marks():
+    """run.json setting_roles: which engine setting bounds replay and which paces the offset
+    commits, from the engine's declared settings (engine.yml), so the analysis needs no checkout."""
+    spec = {
+        "checkpoint_interval_s": {"replay_bound": True, "commits_offsets": True},
+        "timeout_s": {"replay_bound": False},
+        "odd": 5,
+    }
+    assert run_record.setting_roles(spec) == {
+        "replay_bound": "checkpoint_interval_s",
+        "commits_offsets": "checkpoint_interval_s",
+    }
+    assert run_record.setting_roles({}) == {}

@@ -15,6 +15,9 @@ from analysis.report import count, number
 MS_PER_S = 1000
 
 NAME = "flink"
+# The setting that bounds what a failure replays, for runs whose run.json does not name it
+# (setting_roles); its engine.yml marks the same one replay_bound.
+REPLAY_BOUND = "checkpoint_interval_s"
 # The inventory group of the host whose clock stamps the JobManager's events.
 COORDINATOR_GROUP = "flink_jobmanager"
 # Root exceptions a JobManager keeps per job when web.exception-history-size is not set.

@@ -12,6 +12,9 @@ from analysis.io import read_optional_json
 from analysis.report import count, number
 
 NAME = "storm"
+# The setting that bounds what a failure replays, for runs whose run.json does not name it
+# (setting_roles); its engine.yml marks the same one replay_bound.
+REPLAY_BOUND = "storm_message_timeout_s"
 
 
 def evidence(engine: Path) -> dict[str, Any] | None:

@@ -422,6 +422,21 @@ def phases(marks: Sequence[Mapping[str, Any]], end_ms: int) -> list[dict[str, An
     return phases_
 
 
+# The roles an engine's manifest may give one of its settings (docs/extending.md).
+SETTING_ROLES = ("replay_bound", "commits_offsets")
+
+
+def setting_roles(spec: Mapping[str, Any]) -> dict[str, str]:
+    """Role -> the engine setting its manifest marks with it, so that the analysis finds which
+    parameter bounds replay from run.json alone."""
+    return {
+        role: str(name)
+        for name, setting in spec.items()
+        for role in SETTING_ROLES
+        if isinstance(setting, Mapping) and setting.get(role)
+    }
+
+
 def build_record(
     result_dir: Path, facts: Mapping[str, Any], now_ms: int | None = None
 ) -> dict[str, Any]:
@@ -450,6 +465,7 @@ def build_record(
         "incomplete_reasons": reasons,
         "verdict": verdict(guarantee, status, received),
         "parameters": facts["parameters"],
+        "setting_roles": setting_roles(facts.get("engine_settings_spec") or {}),
         "settings": settings,
         "settings_read_from": sources,
         "job_id": facts.get("job_id"),
