@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 import testhosts  # noqa: E402  (tests/lab: the test hosts' own addresses and SSH)
@@ -158,11 +160,35 @@ def check_outside_address_works(hosts: list[testhosts.Host]) -> None:
             sys.exit(f"{OUTSIDE_ADDRESS} does not reach sshd on {host.name}: the probe is broken")
 
 
+SECURITY_SWITCHES = (
+    "kafka_sasl_enabled",
+    "flink_tls_internal",
+    "flink_tls_rest",
+    "spark_authenticate",
+)
+
+
+def role_defaults(names: tuple[str, ...]) -> dict[str, Any]:
+    """Each setting's value in its role's defaults/main.yml (role: the name's first word)."""
+    found = {}
+    for name in names:
+        path = REPO / "roles" / name.split("_", 1)[0] / "defaults" / "main.yml"
+        found[name] = (yaml.safe_load(path.read_text()) or {}).get(name)
+    return found
+
+
+def effective_security(converged_with: dict[str, bool]) -> dict[str, Any]:
+    """The security switches the hosts were converged with: the lab's group vars, less what
+    site.yml was given otherwise."""
+    settings = {**role_defaults(SECURITY_SWITCHES), **lab_group_vars(), **converged_with}
+    return {name: settings.get(name) for name in SECURITY_SWITCHES}
+
+
 def lab_options(converged_with: dict[str, bool]) -> str:
     """The opt-in security the hosts were converged with, as a note: the lab's group vars, less
     what site.yml was given otherwise (--converged-with)."""
     settings = {**lab_group_vars(), **converged_with}
-    names = ("kafka_sasl_enabled", "flink_tls_internal", "flink_tls_rest", "spark_authenticate")
+    names = SECURITY_SWITCHES
     on = [name for name in names if settings.get(name)]
     given = ", ".join(f"-e {k}={str(v).lower()}" for k, v in converged_with.items())
     return (
@@ -225,10 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     running = releases(hosts)
     versions = f"The hosts ran {', '.join(running)} (the components' stable links)."
     flink_release = next((r.capitalize() for r in running if r.startswith("flink ")), "no Flink")
-    # The shipped defaults: none of the opt-ins the lab's group vars turn on.
-    shipped = all(value is False for value in dict(args.converged_with).values()) and bool(
-        args.converged_with
-    )
+    # The shipped defaults: each security switch as the roles' defaults set it.
+    shipped = effective_security(dict(args.converged_with)) == role_defaults(SECURITY_SWITCHES)
     found: list[dict[str, Any]] = []
     firewalls: dict[str, str] = {}
     for host in hosts:

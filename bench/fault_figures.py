@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -366,9 +367,9 @@ def runs_commit(results: Path, runs: list[FaultRun]) -> tuple[str, bool]:
     """The kit's commit the runs were measured at (run.json kit_commit), and whether its tree
     was dirty then; the checkout's own when the runs do not say or disagree."""
     records = [json.loads((results / run.run_id / "run.json").read_text()) for run in runs]
-    commits = {r.get("kit_commit") for r in records}
-    if len(commits) == 1 and None not in commits:
-        return str(commits.pop())[:7], any(r.get("kit_dirty") for r in records)
+    commits = {str(r.get("kit_commit")) for r in records}
+    if len(commits) == 1 and re.fullmatch(r"[0-9a-f]{7,40}", next(iter(commits))):
+        return commits.pop()[:7], any(r.get("kit_dirty") for r in records)
     return _git("rev-parse", "--short", "HEAD"), tree_dirty()
 
 

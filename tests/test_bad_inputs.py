@@ -79,6 +79,17 @@ PLAYBOOK_CASES = [
         {"engine": "storm", "storm_message_timeout_s": 0},
         ["storm_message_timeout_s=0 must be a whole number from 1 to 86400"],
     ),
+    # Another engine's setting is checked too, against its manifest's maximum and choices.
+    (
+        "experiment.yml",
+        {"engine": "flink", "storm_max_spout_pending": 2000000},
+        ["storm_max_spout_pending=2000000 must be a whole number from 1 to 1000000"],
+    ),
+    (
+        "experiment.yml",
+        {"engine": "storm", "storm_wait_strategy": "spin"},
+        ["storm_wait_strategy=spin must be one of park, progressive"],
+    ),
     (
         "experiment.yml",
         {"engine": "flink", "guarantee": "twice"},

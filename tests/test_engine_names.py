@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from analysis import engines
 from analysis.study.kit import Kit
 
@@ -48,7 +50,15 @@ ALLOWED = {
         "Flink's REST module (a role's modules are in library/)"
     ),
 }
-NAMES = re.compile(rf"(?<![a-z])({'|'.join(map(re.escape, KIT.engines))})(?![a-z])", re.IGNORECASE)
+# Each engine's name in lower case, capitalised (FlinkJob, StormProbe) or in capitals, not as
+# part of a longer word.
+NAMES = re.compile(
+    "|".join(
+        rf"(?<![a-zA-Z]){form}(?![a-z])"
+        for engine in KIT.engines
+        for form in (engine, engine.capitalize(), engine.upper())
+    )
+)
 
 
 def generic_files() -> list[str]:
@@ -94,3 +104,14 @@ def test_each_analysis_module_names_the_replay_bound_its_manifest_marks():
         assert getattr(module, "REPLAY_BOUND", None) == KIT.replay_bound.get(module.NAME), (
             f"analysis/engines/{module.NAME}.py REPLAY_BOUND against its engine.yml"
         )
+
+
+def test_each_daemon_of_a_manifest_has_the_group_the_service_role_gives_it():
+    """The fault role's default target reads the manifests' groups, the service role operates
+    daemons through its own map: the two must agree."""
+    service = yaml.safe_load((REPO / "roles/service/vars/main.yml").read_text())
+    groups = service["_service_daemon_groups"]
+    for engine in KIT.engines:
+        path = REPO / f"roles/experiment/tasks/{engine}/engine.yml"
+        for daemon, spec in yaml.safe_load(path.read_text())["_experiment_engine_daemons"].items():
+            assert groups.get(daemon) == spec["group"], (engine, daemon)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.io import read_optional_json
-from analysis.study.kit import Kit, current
+from analysis.study.kit import Kit, KitError, current
 from analysis.study.plan import (
     RUN_OVERHEAD_S,
     Plan,
@@ -47,7 +47,12 @@ def phase_overhead_s(run_dir: Path) -> tuple[str, bool, float] | None:
         span_s = (int(phases[-1]["end_ms"]) - int(phases[0]["start_ms"])) / 1000
         sending_s = math.ceil(float(parameters["count"]) / float(parameters["rate"]))
         engine = str(record["engine"])
-        commit = current().commits_offsets.get(engine)
+        roles = record.get("setting_roles")
+        commit = (
+            roles.get("commits_offsets")
+            if isinstance(roles, dict) and roles.get("commits_offsets")
+            else kit_commits_offsets(engine)
+        )
         waits_s = float(parameters.get(commit) or 0 if commit else 0) + float(
             parameters.get("quiet_s") or 0
         )
@@ -55,6 +60,15 @@ def phase_overhead_s(run_dir: Path) -> tuple[str, bool, float] | None:
         return None
     faulted = str(record.get("fault") or "none") != "none"
     return engine, faulted, max(0.0, span_s - sending_s - waits_s)
+
+
+def kit_commits_offsets(engine: str) -> str | None:
+    """For a run recorded before run.json named it: the setting the checkout's manifest marks
+    commits_offsets, None where there is no checkout to read."""
+    try:
+        return current().commits_offsets.get(engine)
+    except KitError:
+        return None
 
 
 def earlier_overheads(results_dir: Path) -> dict[tuple[str, bool], list[float]]:

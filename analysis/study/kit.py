@@ -10,10 +10,10 @@
   prefix (the short names playbooks/experiment.yml takes with -e), and the fault role's schedule
   settings below.
 - Choices: a setting's `choices` in roles/experiment/meta/argument_specs.yml (Ansible refuses
-  any other value before the role runs).
+  any other value before the role runs), or in the engine's `_experiment_engine_settings`.
 - Whole-number rules: the keys of `_experiment_positive_numbers` (at least 1) and
   `_experiment_whole_numbers` (at least 0) in roles/experiment/vars/main.yml, which the
-  experiment's checks loop over.
+  experiment's checks loop over; an engine's own settings' `min` and `max`.
 """
 
 from __future__ import annotations
@@ -85,6 +85,18 @@ def _engine_settings(path: Path, manifest: dict[str, Any]) -> dict[str, dict[str
     return declared
 
 
+def _check_daemons(path: Path, manifest: dict[str, Any]) -> None:
+    """One coordinator daemon and at least one worker daemon, each with its inventory group."""
+    daemons = manifest.get("_experiment_engine_daemons") or {}
+    roles = [spec.get("role") for spec in daemons.values() if isinstance(spec, dict)]
+    grouped = all(isinstance(spec, dict) and spec.get("group") for spec in daemons.values())
+    if roles.count("coordinator") != 1 or "worker" not in roles or not grouped:
+        raise KitError(
+            f"{path}: _experiment_engine_daemons must name one coordinator daemon and at least "
+            "one worker daemon, each with its inventory group (docs/extending.md)"
+        )
+
+
 def _flagged(settings: dict[str, dict[str, dict[str, Any]]], flag: str) -> dict[str, str]:
     """Engine -> its one setting marked with the flag (a KitError when it marks several)."""
     found = {}
@@ -143,7 +155,18 @@ class Kit:
             | frozenset(settings[engine])
             for engine, manifest in manifests.items()
         }
-        declared = {name: spec for specs in settings.values() for name, spec in specs.items()}
+        declared: dict[str, dict[str, Any]] = {}
+        for engine, specs in settings.items():
+            for name, spec in specs.items():
+                if name in declared or name in defaults:
+                    raise KitError(
+                        f"{root / ENGINE_TASKS / engine / 'engine.yml'}: setting {name} is "
+                        "declared twice (by another engine, or in the experiment's defaults): "
+                        "give each engine's settings names of their own"
+                    )
+                declared[name] = spec
+        for engine, manifest in manifests.items():
+            _check_daemons(root / ENGINE_TASKS / engine / "engine.yml", manifest)
         defaults.update({name: spec.get("default") for name, spec in declared.items()})
         guarantees = {
             engine: tuple(manifest.get("_experiment_engine_guarantees") or ())
