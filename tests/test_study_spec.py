@@ -9,7 +9,7 @@ import yaml
 from study_fixtures import STUDIES, fake_kit
 
 from analysis.study import plan, spec
-from analysis.study.kit import Kit
+from analysis.study.kit import Kit, KitError
 from analysis.study.spec import SpecError
 
 
@@ -425,3 +425,32 @@ def test_a_schedule_that_leaves_less_than_recovery_window_s_is_refused_naming_it
     # The same schedule with the window it leaves is accepted.
     path.write_text(path.read_text().replace("count: 30000", "count: 135000"))
     assert len(plan.make_plan(spec.load(path, kit), kit, 1.0, order_seed=1).runs) == 1
+
+
+def test_the_kit_refuses_a_manifest_that_breaks_its_contract(tmp_path):
+    """A setting two engines declare, or an engine without a coordinator daemon, stops the kit
+    from loading, naming the file: a study would otherwise use one engine's range for both."""
+    fake_kit(tmp_path)
+    storm = tmp_path / "roles/experiment/tasks/storm/engine.yml"
+    manifest = yaml.safe_load(storm.read_text())
+    clash = {
+        **manifest,
+        "_experiment_engine_settings": {
+            **manifest["_experiment_engine_settings"],
+            "checkpoint_interval_s": {"default": 5, "min": 1, "max": 9, "description": "again"},
+        },
+    }
+    storm.write_text(yaml.safe_dump(clash))
+    with pytest.raises(KitError, match="setting checkpoint_interval_s is declared twice"):
+        Kit.load(tmp_path)
+    workers_only = {
+        **manifest,
+        "_experiment_engine_daemons": {
+            "storm-supervisor": {"role": "worker", "group": "storm_supervisor"},
+        },
+    }
+    storm.write_text(yaml.safe_dump(workers_only))
+    with pytest.raises(KitError, match="one coordinator daemon"):
+        Kit.load(tmp_path)
+    storm.write_text(yaml.safe_dump(manifest))
+    assert Kit.load(tmp_path).replay_bound["storm"] == "storm_message_timeout_s"
