@@ -1,0 +1,278 @@
+"""The Spark engine's job: a Structured Streaming query from the input topic to the result topic,
+at least once, on the kit's Spark cluster. The driver runs here, on the master host.
+
+    python3 streamlab_spark_job.py --master spark://M:7077 --jar streamlab-spark-job-1.0.jar \\
+        --dir DIR --executors N --executor-cores C --executor-memory-mb MB -- JOB OPTIONS
+
+The job's options (after --) are those of every engine's job (docs/extending.md) plus the trigger
+options; SparkJob.plan in the jar checks them as the other jobs do and returns the query's plan.
+Each record goes through Enrich (the jar's SparkEnrich), the same code as the other engines', in
+the JVM. In DIR: checkpoint/ (the query's offset and commit logs: the driver alone writes them,
+so a local directory of the driver's host is enough), settings.json (the streamlab.* settings
+and the Spark properties the application runs with), progress.jsonl (every StreamingQueryProgress),
+status.jsonl (a line a second: the query and the application's executors) and done.json at the
+end. The job stops when DIR/job.stop exists, or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.types import ArrayType, StringType
+
+# Spark properties that bound how soon a lost executor or worker is noticed (docs/engines.md).
+DETECTION = {
+    "spark.network.timeout": "120s",
+    "spark.executor.heartbeatInterval": "10s",
+    "spark.worker.timeout": "60",
+    "spark.task.maxFailures": "4",
+    "spark.deploy.spreadOut": "true",
+}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def append(path: Path, line: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+class Progress(StreamingQueryListener):
+    """Keeps every progress report and commits each finished batch's end offsets to the group."""
+
+    def __init__(self, out: Path, committer: Any) -> None:
+        self.out = out
+        self.committer = committer
+        self.commit_error: str | None = None
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+        append(self.out, {"t_ms": now_ms(), "event": "started", "id": str(event.id)})
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        progress = json.loads(event.progress.json)
+        line: dict[str, Any] = {"t_ms": now_ms(), "event": "progress", "progress": progress}
+        try:
+            for source in progress.get("sources") or []:
+                end = source.get("endOffset")
+                if end:
+                    self.committer.commit(end if isinstance(end, str) else json.dumps(end))
+        except Exception as error:  # a failed commit is retried with the next batch's offsets
+            self.commit_error = f"{type(error).__name__}: {error}"
+            line["commit_error"] = self.commit_error
+        append(self.out, line)
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        append(
+            self.out,
+            {"t_ms": now_ms(), "event": "terminated", "exception": event.exception},
+        )
+
+
+def write_settings(work: Path, record: dict[str, Any]) -> None:
+    staged = work / "settings.json.tmp"
+    staged.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    staged.replace(work / "settings.json")
+
+
+def source_tasks(progress: dict[str, Any]) -> int | None:
+    """The Kafka source's tasks per batch: one per topic partition (minPartitions unset), the
+    partitions its offsets name."""
+    count = 0
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        offsets = json.loads(end) if isinstance(end, str) else end
+        if isinstance(offsets, dict):
+            count += sum(len(parts) for parts in offsets.values() if isinstance(parts, dict))
+    return count or None
+
+
+def executors(spark: SparkSession) -> list[dict[str, Any]]:
+    """The application's executors as its status tracker sees them (the driver left out)."""
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    driver_host = spark.sparkContext.getConf().get("spark.driver.host", "")
+    driver_port = spark.sparkContext._jsc.sc().env().blockManager().blockManagerId().port()
+    out = []
+    for info in infos:
+        host, port = info.host(), info.port()
+        if host == driver_host and port == driver_port:
+            continue
+        out.append({"host": host, "port": port, "running_tasks": info.numRunningTasks()})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--jar", required=True)
+    parser.add_argument("--dir", required=True, type=Path)
+    parser.add_argument("--executors", required=True, type=int)
+    parser.add_argument("--executor-cores", required=True, type=int)
+    parser.add_argument("--executor-memory-mb", required=True, type=int)
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE, a Spark property")
+    parser.add_argument("job", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    job = args.job[1:] if args.job[:1] == ["--"] else args.job
+    work: Path = args.dir
+    stop_file = work / "job.stop"
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+
+    builder = (
+        SparkSession.builder.master(args.master)
+        .config("spark.jars", args.jar)
+        .config("spark.executor.cores", str(args.executor_cores))
+        .config("spark.cores.max", str(args.executors * args.executor_cores))
+        .config("spark.executor.memory", f"{args.executor_memory_mb}m")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for item in args.conf:
+        key, _, value = item.partition("=")
+        builder = builder.config(key, value)
+    spark = None
+    try:
+        name_index = job.index("--name") + 1 if "--name" in job else -1
+        app_name = job[name_index] if name_index > 0 else "streamlab-spark"
+        spark = builder.appName(app_name).getOrCreate()
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        java_args = gateway.new_array(jvm.java.lang.String, len(job))
+        for index, value in enumerate(job):
+            java_args[index] = value
+        plan = json.loads(jvm.streamlab.SparkJob.plan(java_args))
+        conf = spark.sparkContext.getConf()
+        settings = dict(plan["settings"])
+        settings["streamlab.engine_version"] = spark.version
+        settings["streamlab.executors"] = args.executors
+        settings["streamlab.executor_cores"] = args.executor_cores
+        spark_properties = {key: conf.get(key, default) for key, default in DETECTION.items()}
+        for key in (
+            "spark.executor.cores",
+            "spark.cores.max",
+            "spark.executor.memory",
+            "spark.app.id",
+            "spark.sql.shuffle.partitions",
+            "spark.authenticate",
+            "spark.driver.host",
+        ):
+            spark_properties[key] = conf.get(key, None)
+        spark.conf.set("spark.sql.shuffle.partitions", str(plan["shuffle_partitions"]))
+        spark_properties["spark.sql.shuffle.partitions"] = spark.conf.get(
+            "spark.sql.shuffle.partitions"
+        )
+
+        committer = jvm.streamlab.SparkOffsetCommitter(
+            plan["bootstrap"], plan["kafka_config"], plan["group_id"]
+        )
+        listener = Progress(work / "progress.jsonl", committer)
+        spark.streams.addListener(listener)
+        spark.udf.registerJavaFunction(
+            "streamlab_enrich", "streamlab.SparkEnrich", ArrayType(StringType())
+        )
+        connection = {f"kafka.{key}": value for key, value in plan["connection"].items()}
+        source = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", plan["bootstrap"])
+            .option("subscribe", plan["input_topic"])
+            .option("startingOffsets", "earliest")
+            .option("kafka.group.id", plan["group_id"])
+            .options(**connection)
+        )
+        if plan["max_offsets_per_trigger"] > 0:
+            source = source.option("maxOffsetsPerTrigger", str(plan["max_offsets_per_trigger"]))
+        records = source.load().select(
+            F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
+        )
+        every = int(plan["test_drop_every"])
+        if every > 0:
+            # DeliberateLoss: drop each record whose integer msg_id is a multiple of N, once read.
+            msg_id = F.get_json_object("value", "$.msg_id").cast("long")
+            records = records.where(msg_id.isNull() | (msg_id % every != 0))
+        enriched = records.select(F.expr("streamlab_enrich(key, value)").alias("e")).select(
+            F.col("e")[0].alias("key"), F.col("e")[1].alias("value")
+        )
+        writer = (
+            enriched.writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", plan["bootstrap"])
+            .option("topic", plan["output_topic"])
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .options(**connection)
+            .options(**{f"kafka.{key}": value for key, value in plan["producer"].items()})
+            .queryName(app_name)
+        )
+        interval = f"{plan['trigger_interval_ms']} milliseconds"
+        if plan["trigger"] == "continuous":
+            writer = writer.trigger(continuous=interval)
+        else:
+            writer = writer.trigger(processingTime=interval)
+        query = writer.start()
+        record = {
+            "settings": settings,
+            "spark": spark_properties,
+            "app_id": spark.sparkContext.applicationId,
+            "query_id": str(query.id),
+            "plan": {k: v for k, v in plan.items() if k not in ("connection", "settings")},
+        }
+        write_settings(work, record)
+        status = work / "status.jsonl"
+        while not stopping.is_set() and not stop_file.exists():
+            active = query.isActive
+            last = query.lastProgress
+            if "streamlab.source_tasks" not in settings and last:
+                text = getattr(last, "json", None)
+                tasks = source_tasks(json.loads(text) if isinstance(text, str) else dict(last))
+                if tasks:
+                    settings["streamlab.source_tasks"] = tasks
+                    write_settings(work, record)
+            append(
+                status,
+                {
+                    "t_ms": now_ms(),
+                    "query_active": active,
+                    "batch_id": last.get("batchId") if last else None,
+                    "input_rows_per_s": last.get("inputRowsPerSecond") if last else None,
+                    "processed_rows_per_s": last.get("processedRowsPerSecond") if last else None,
+                    "executors": executors(spark),
+                    "commit_error": listener.commit_error,
+                },
+            )
+            if not active:
+                break
+            stopping.wait(1.0)
+        failure = query.exception()
+        query.stop()
+        committer.close()
+        (work / "done.json").write_text(
+            json.dumps({"t_ms": now_ms(), "error": str(failure) if failure else None}) + "\n"
+        )
+        return 1 if failure else 0
+    except Exception as error:  # the plan's refusal, or Spark's: said once, on stderr
+        message = f"{type(error).__name__}: {error}"
+        print(f"streamlab_spark_job: {message}", file=sys.stderr)
+        (work / "done.json").write_text(
+            json.dumps({"t_ms": now_ms(), "error": message[:2000]}) + "\n"
+        )
+        return 2
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    os.umask(0o027)
+    sys.exit(main(sys.argv[1:]))
