@@ -172,7 +172,7 @@ def test_a_daemon_fault_happens_and_is_undone(recovered, tmp_path, fault, progra
 def test_node_down_kills_every_engine_daemon_of_the_host_at_once(recovered, tmp_path):
     """On node3, the Debian 13 host booted with systemd: its daemons run under the kit's unit."""
     lab = recovered
-    engine_daemons = ("flink-taskmanager", "storm-supervisor")
+    engine_daemons = ("flink-taskmanager", "storm-supervisor", "spark-worker")
     kafka_pid = program_pid(lab, "node3", "kafka")
     supervisord_pid = on_lab_host(lab["node3"], *SUPERVISORCTL, "pid").stdout.strip()
     _, (record,) = inject_while_watching(
