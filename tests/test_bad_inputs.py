@@ -38,7 +38,7 @@ PLAYBOOK_CASES = [
         ["-e kafka_heep_mb=512 (did you mean kafka_heap_mb?)", "leave it out"],
     ),
     # experiment.yml: its checks, before the producer is installed on the driver host
-    ("experiment.yml", {"engine": "spark"}, ["engine=spark is not an engine", "give -e engine="]),
+    ("experiment.yml", {"engine": "samza"}, ["engine=samza is not an engine", "give -e engine="]),
     ("experiment.yml", {"engine": "flink", "rate": 0}, ["rate=0 must be", "e.g. -e rate=2000"]),
     ("experiment.yml", {"engine": "storm", "count": -5}, ["count=-5 must be a whole number"]),
     ("experiment.yml", {"engine": "flink", "fault": "meteor"}, ["fault=meteor", "give -e fault="]),
@@ -100,11 +100,11 @@ PLAYBOOK_CASES = [
     ),
     (
         "experiment.yml",
-        {"engine": "storm", "guarantee": "exactly_once"},
+        {"engine": "spark", "guarantee": "exactly_once"},
         [
-            "guarantee=exactly_once is not offered by storm",
-            "KafkaBolt is not transactional",
-            "give -e guarantee=NAME with NAME one of at_most_once, at_least_once",
+            "guarantee=exactly_once is not offered by spark",
+            "Spark's Kafka sink is at-least-once only",
+            "give -e guarantee=NAME with NAME one of at_least_once",
         ],
     ),
     (
@@ -162,8 +162,8 @@ PLAYBOOK_CASES = [
     ("fault.yml", {"fault": "pause_process"}, ["pause_process needs", "give -e daemon=NAME"]),
     (
         "fault.yml",
-        {"fault": "kill_taskmanager", "engine": "spark"},
-        ["engine=spark is not an engine the kit runs experiments on", "or leave engine out"],
+        {"fault": "kill_taskmanager", "engine": "samza"},
+        ["engine=samza is not an engine the kit runs experiments on", "or leave engine out"],
     ),
     (
         "fault.yml",
