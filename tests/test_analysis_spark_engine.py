@@ -43,7 +43,10 @@ def test_the_evidence_counts_batches_rows_and_failed_commits(tmp_path):
             progress(0, 0, 400, 2000),
             progress(1, 500, 1000, 3000),
             # The same batch run again after a failure: its rows count again.
-            {**progress(1, 500, 3000, 6000), "commit_error": "TimeoutException: commit"},
+            {"t_ms": 3100, "event": "committed", "batch": 1},
+            progress(1, 500, 3000, 6000),
+            {"t_ms": 6100, "event": "commit_error", "batch": 1, "error": "TimeoutException: x"},
+            {"t_ms": 7100, "event": "committed", "batch": 2},
             progress(2, 700, 800, 7000),
             {"t_ms": 8000, "event": "terminated", "exception": None},
         ],
@@ -54,6 +57,7 @@ def test_the_evidence_counts_batches_rows_and_failed_commits(tmp_path):
         "input_rows": 1700,
         "batch_ms_median": 1000.0,  # of 400, 800, 1000, 3000: the upper middle
         "batch_ms_max": 3000.0,
+        "commits": 2,
         "commit_errors": 1,
         "terminated_with": None,
     }

@@ -64,7 +64,8 @@ def evidence(engine: Path) -> dict[str, Any] | None:
         "input_rows": sum(rows),
         "batch_ms_median": sorted(durations)[len(durations) // 2] if durations else None,
         "batch_ms_max": max(durations) if durations else None,
-        "commit_errors": sum(1 for line in lines if line.get("commit_error")),
+        "commits": sum(1 for line in lines if line.get("event") == "committed"),
+        "commit_errors": sum(1 for line in lines if line.get("event") == "commit_error"),
         "terminated_with": next(
             (line.get("exception") for line in lines if line.get("event") == "terminated"), None
         ),

@@ -25,5 +25,12 @@ while time.monotonic() < deadline:
     if last:
         reason = f"{len(executors)} of {wanted} executors, batch {last.get('batch_id')}"
     time.sleep(0.5)
-print(f"not ready after {timeout_s:g} s: {reason}")
+try:
+    log = [line for line in (work / "driver.log").read_text().splitlines() if " ERROR " in line]
+except OSError:
+    log = []
+print(
+    f"not ready after {timeout_s:g} s: {reason}"
+    + (f"; the driver's last error: {log[-1][:800]}" if log else "")
+)
 sys.exit(1)

@@ -51,28 +51,18 @@ def append(path: Path, line: dict[str, Any]) -> None:
 
 
 class Progress(StreamingQueryListener):
-    """Keeps every progress report and commits each finished batch's end offsets to the group."""
+    """Keeps every progress report of the query (micro-batch only: a continuous query reports
+    none)."""
 
-    def __init__(self, out: Path, committer: Any) -> None:
+    def __init__(self, out: Path) -> None:
         self.out = out
-        self.committer = committer
-        self.commit_error: str | None = None
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
         append(self.out, {"t_ms": now_ms(), "event": "started", "id": str(event.id)})
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         progress = json.loads(event.progress.json)
-        line: dict[str, Any] = {"t_ms": now_ms(), "event": "progress", "progress": progress}
-        try:
-            for source in progress.get("sources") or []:
-                end = source.get("endOffset")
-                if end:
-                    self.committer.commit(end if isinstance(end, str) else json.dumps(end))
-        except Exception as error:  # a failed commit is retried with the next batch's offsets
-            self.commit_error = f"{type(error).__name__}: {error}"
-            line["commit_error"] = self.commit_error
-        append(self.out, line)
+        append(self.out, {"t_ms": now_ms(), "event": "progress", "progress": progress})
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         pass
@@ -84,21 +74,56 @@ class Progress(StreamingQueryListener):
         )
 
 
+class Commits:
+    """Commits each finished batch's (or continuous epoch's) end offsets to the run's consumer
+    group, read from the query's checkpoint: offsets/N holds the offsets batch N reads up to,
+    commits/N appears once its output was written. Spark keeps offsets nowhere else; the
+    experiment's drain and lag samples read the group."""
+
+    def __init__(self, checkpoint: Path, committer: Any, log: Path) -> None:
+        self.checkpoint = checkpoint
+        self.committer = committer
+        self.log = log
+        self.done = -1
+        self.error: str | None = None
+        # Input partitions the batch read: one source task each (minPartitions unset).
+        self.partitions = 0
+
+    def latest(self) -> int:
+        names = [p.name for p in (self.checkpoint / "commits").glob("[0-9]*")]
+        return max((int(name) for name in names if name.isdigit()), default=-1)
+
+    def step(self) -> int:
+        """Commits the newest committed batch's offsets, once; returns its id (-1: none yet)."""
+        batch = self.latest()
+        if batch <= self.done:
+            return self.done
+        try:
+            lines = (self.checkpoint / "offsets" / str(batch)).read_text().splitlines()
+            for offsets in lines[2:]:  # the version, the batch's metadata, then each source's
+                if offsets.strip().startswith("{"):
+                    self.committer.commit(offsets)
+                    self.partitions = source_tasks(json.loads(offsets)) or self.partitions
+            self.done, self.error = batch, None
+            append(self.log, {"t_ms": now_ms(), "event": "committed", "batch": batch})
+        except Exception as error:  # tried again a second later, with whatever is newest then
+            self.error = f"{type(error).__name__}: {error}"
+            append(
+                self.log,
+                {"t_ms": now_ms(), "event": "commit_error", "batch": batch, "error": self.error},
+            )
+        return self.done
+
+
 def write_settings(work: Path, record: dict[str, Any]) -> None:
     staged = work / "settings.json.tmp"
     staged.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     staged.replace(work / "settings.json")
 
 
-def source_tasks(progress: dict[str, Any]) -> int | None:
-    """The Kafka source's tasks per batch: one per topic partition (minPartitions unset), the
-    partitions its offsets name."""
-    count = 0
-    for source in progress.get("sources") or []:
-        end = source.get("endOffset")
-        offsets = json.loads(end) if isinstance(end, str) else end
-        if isinstance(offsets, dict):
-            count += sum(len(parts) for parts in offsets.values() if isinstance(parts, dict))
+def source_tasks(offsets: dict[str, Any]) -> int | None:
+    """The partitions a Kafka source's offsets name ({"topic": {"0": 42}})."""
+    count = sum(len(parts) for parts in offsets.values() if isinstance(parts, dict))
     return count or None
 
 
@@ -179,8 +204,8 @@ def main(argv: list[str]) -> int:
         committer = jvm.streamlab.SparkOffsetCommitter(
             plan["bootstrap"], plan["kafka_config"], plan["group_id"]
         )
-        listener = Progress(work / "progress.jsonl", committer)
-        spark.streams.addListener(listener)
+        spark.streams.addListener(Progress(work / "progress.jsonl"))
+        commits = Commits(Path(plan["checkpoint_dir"]), committer, work / "progress.jsonl")
         spark.udf.registerJavaFunction(
             "streamlab_enrich", "streamlab.SparkEnrich", ArrayType(StringType())
         )
@@ -210,7 +235,7 @@ def main(argv: list[str]) -> int:
             enriched.writeStream.format("kafka")
             .option("kafka.bootstrap.servers", plan["bootstrap"])
             .option("topic", plan["output_topic"])
-            .option("checkpointLocation", str(work / "checkpoint"))
+            .option("checkpointLocation", plan["checkpoint_dir"])
             .options(**connection)
             .options(**{f"kafka.{key}": value for key, value in plan["producer"].items()})
             .queryName(app_name)
@@ -233,22 +258,20 @@ def main(argv: list[str]) -> int:
         while not stopping.is_set() and not stop_file.exists():
             active = query.isActive
             last = query.lastProgress
-            if "streamlab.source_tasks" not in settings and last:
-                text = getattr(last, "json", None)
-                tasks = source_tasks(json.loads(text) if isinstance(text, str) else dict(last))
-                if tasks:
-                    settings["streamlab.source_tasks"] = tasks
-                    write_settings(work, record)
+            committed = commits.step()
+            if "streamlab.source_tasks" not in settings and commits.partitions:
+                settings["streamlab.source_tasks"] = commits.partitions
+                write_settings(work, record)
             append(
                 status,
                 {
                     "t_ms": now_ms(),
                     "query_active": active,
-                    "batch_id": last.get("batchId") if last else None,
+                    "batch_id": committed if committed >= 0 else None,
                     "input_rows_per_s": last.get("inputRowsPerSecond") if last else None,
                     "processed_rows_per_s": last.get("processedRowsPerSecond") if last else None,
                     "executors": executors(spark),
-                    "commit_error": listener.commit_error,
+                    "commit_error": commits.error,
                 },
             )
             if not active:
