@@ -209,7 +209,7 @@ parameters:
 """
 # spec text, the key the refusal names, what it says
 STUDY_CASES = [
-    (STUDY_BASE.replace("[flink, storm]", "[flink, spark]"), "engines[1]", ["spark"]),
+    (STUDY_BASE.replace("[flink, storm]", "[flink, samza]"), "engines[1]", ["samza"]),
     (STUDY_BASE + "repetitions: 0\n", "repetitions", ["at least 1"]),
     (STUDY_BASE + "  checkpiont_interval_s: 5\n", "parameters.checkpiont_interval_s", ["mean"]),
     (STUDY_BASE + "faults:\n  - {fault: meteor}\n", "faults[0].fault", ["meteor"]),
