@@ -59,6 +59,7 @@ def test_the_evidence_counts_batches_rows_and_failed_commits(tmp_path):
         "batch_ms_max": 3000.0,
         "commits": 2,
         "commit_errors": 1,
+        "restarts": 0,
         "terminated_with": None,
     }
     rows = dict(spark.report_rows(evidence))

@@ -66,6 +66,7 @@ def evidence(engine: Path) -> dict[str, Any] | None:
         "batch_ms_max": max(durations) if durations else None,
         "commits": sum(1 for line in lines if line.get("event") == "committed"),
         "commit_errors": sum(1 for line in lines if line.get("event") == "commit_error"),
+        "restarts": sum(1 for line in lines if line.get("event") == "restart"),
         "terminated_with": next(
             (line.get("exception") for line in lines if line.get("event") == "terminated"), None
         ),
@@ -101,6 +102,8 @@ def events(engine: Path, run: dict[str, Any]) -> Iterable[dict[str, Any]]:
                 }
         elif event in ("started", "terminated"):
             yield {"t_ms": at, "source": "spark-progress", "event": f"query {event}"}
+        elif event == "restart":
+            yield {"t_ms": at, "source": "spark-progress", "event": "query failed, started again"}
 
 
 def report_rows(spark: dict[str, Any]) -> list[list[str]]:
@@ -108,7 +111,7 @@ def report_rows(spark: dict[str, Any]) -> list[list[str]]:
         [
             "Spark batches",
             f"{count(spark.get('batches'))} batches, {count(spark.get('input_rows'))} input rows "
-            "(a batch run again counts again)",
+            "(a batch a restarted query runs again counts again)",
         ],
         [
             "Spark batch duration",
@@ -116,6 +119,8 @@ def report_rows(spark: dict[str, Any]) -> list[list[str]]:
             f"max {number(spark.get('batch_ms_max'))} ms",
         ],
     ]
+    if spark.get("restarts"):
+        rows.append(["Spark query restarts", count(spark.get("restarts"))])
     if spark.get("commit_errors"):
         rows.append(["Spark offset commits failed", count(spark.get("commit_errors"))])
     if spark.get("terminated_with"):

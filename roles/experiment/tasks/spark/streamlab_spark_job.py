@@ -31,14 +31,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import ArrayType, StringType
 
-# Spark properties that bound how soon a lost executor or worker is noticed (docs/engines.md).
+# The application's properties that bound how soon a lost executor is noticed and how often a
+# task is retried: Spark's defaults, written out (docs/engines.md).
 DETECTION = {
     "spark.network.timeout": "120s",
     "spark.executor.heartbeatInterval": "10s",
-    "spark.worker.timeout": "60",
     "spark.task.maxFailures": "4",
-    "spark.deploy.spreadOut": "true",
 }
+# The master's own (spark-defaults.conf of the cluster, Spark's default where it sets none).
+MASTER_SIDE = {"spark.worker.timeout": "60"}
+# Between a failed query and its new start, as Flink's fixed-delay restarts wait.
+RESTART_DELAY_MS = 2000
 
 
 def now_ms() -> int:
@@ -166,6 +169,8 @@ def main(argv: list[str]) -> int:
         .config("spark.executor.memory", f"{args.executor_memory_mb}m")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    for key, value in DETECTION.items():
+        builder = builder.config(key, value)
     for item in args.conf:
         key, _, value = item.partition("=")
         builder = builder.config(key, value)
@@ -185,7 +190,9 @@ def main(argv: list[str]) -> int:
         settings["streamlab.engine_version"] = spark.version
         settings["streamlab.executors"] = args.executors
         settings["streamlab.executor_cores"] = args.executor_cores
-        spark_properties = {key: conf.get(key, default) for key, default in DETECTION.items()}
+        spark_properties = {
+            key: conf.get(key, default) for key, default in {**DETECTION, **MASTER_SIDE}.items()
+        }
         for key in (
             "spark.executor.cores",
             "spark.cores.max",
@@ -226,7 +233,7 @@ def main(argv: list[str]) -> int:
         every = int(plan["test_drop_every"])
         if every > 0:
             # DeliberateLoss: drop each record whose integer msg_id is a multiple of N, once read.
-            msg_id = F.get_json_object("value", "$.msg_id").cast("long")
+            msg_id = F.expr("try_cast(get_json_object(value, '$.msg_id') AS BIGINT)")
             records = records.where(msg_id.isNull() | (msg_id % every != 0))
         enriched = records.select(F.expr("streamlab_enrich(key, value)").alias("e")).select(
             F.col("e")[0].alias("key"), F.col("e")[1].alias("value")
@@ -246,6 +253,11 @@ def main(argv: list[str]) -> int:
         else:
             writer = writer.trigger(processingTime=interval)
         query = writer.start()
+        restarts = 0
+        settings["streamlab.restart_strategy"] = (
+            "the driver starts the query again from its checkpoint"
+        )
+        settings["streamlab.restart_delay_ms"] = RESTART_DELAY_MS
         record = {
             "settings": settings,
             "spark": spark_properties,
@@ -257,6 +269,18 @@ def main(argv: list[str]) -> int:
         status = work / "status.jsonl"
         while not stopping.is_set() and not stop_file.exists():
             active = query.isActive
+            if not active:
+                # A failed query (a task out of retries; a continuous query on any task failure)
+                # is started again from its checkpoint, as a deployment's supervisor would.
+                failure = query.exception()
+                restarts += 1
+                append(
+                    work / "progress.jsonl",
+                    {"t_ms": now_ms(), "event": "restart", "error": str(failure)[:1000]},
+                )
+                stopping.wait(RESTART_DELAY_MS / 1000)
+                query = writer.start()
+                active = query.isActive
             last = query.lastProgress
             committed = commits.step()
             if "streamlab.source_tasks" not in settings and commits.partitions:
@@ -272,10 +296,9 @@ def main(argv: list[str]) -> int:
                     "processed_rows_per_s": last.get("processedRowsPerSecond") if last else None,
                     "executors": executors(spark),
                     "commit_error": commits.error,
+                    "restarts": restarts,
                 },
             )
-            if not active:
-                break
             stopping.wait(1.0)
         failure = query.exception()
         query.stop()

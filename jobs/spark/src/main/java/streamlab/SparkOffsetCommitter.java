@@ -15,8 +15,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 /**
  * Commits a finished micro-batch's end offsets to the job's consumer group. Spark keeps its offsets in its
  * checkpoint only; the kit's drain and lag samples read the group, as they do for the other engines. The
- * query's listener calls it after the batch's output was written and its commit logged, so the group never
- * shows a record as consumed before its result is in the result topic.
+ * driver calls it with a batch's end offsets once the checkpoint logged that batch's commit (its output was
+ * written), so the group never shows a record as consumed before its result is in the result topic.
  */
 public final class SparkOffsetCommitter implements AutoCloseable {
     private static final ObjectMapper MAPPER = new ObjectMapper();
@@ -28,6 +28,8 @@ public final class SparkOffsetCommitter implements AutoCloseable {
         props.setProperty(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.setProperty(ConsumerConfig.GROUP_ID_CONFIG, groupId);
         props.setProperty(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        // A commit that cannot reach the coordinator gives up soon: the driver tries again a second later.
+        props.setProperty(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");
         props.setProperty(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.setProperty(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         consumer = new KafkaConsumer<>(props);
