@@ -420,13 +420,18 @@ def test_a_run_without_faults_delivers_every_acknowledged_message(
     # Enough samples for a verdict, which follows the slope's 95 % interval: above the threshold
     # is overloaded, at or below it is not, straddling it is undecided (None).
     overload = first["overload"]
-    assert overload["samples"] >= 5, overload["reason"]
-    low, high = overload["backlog_slope_ci95_per_s"]
-    assert f"(95 % interval {low:.1f} to {high:.1f})" in overload["reason"]
-    threshold = overload["threshold_per_s"]
-    assert overload["overloaded"] is (
-        True if low > threshold else False if high <= threshold else None
-    )
+    if overload["samples"] < 5:
+        # A loaded machine's sampler missed seconds of the short window: too few to decide, and
+        # the flag says so rather than guess.
+        assert overload["overloaded"] is None, overload
+        assert overload["backlog_slope_ci95_per_s"] is None, overload
+    else:
+        low, high = overload["backlog_slope_ci95_per_s"]
+        assert f"(95 % interval {low:.1f} to {high:.1f})" in overload["reason"]
+        threshold = overload["threshold_per_s"]
+        assert overload["overloaded"] is (
+            True if low > threshold else False if high <= threshold else None
+        )
     assert first["send_lag_ms"]["p99"] >= 0
     # The instant was fixed (the lead ahead) only once the producer and the collector were ready.
     produced_summary = json.loads((out / "produced.summary.json").read_text())
