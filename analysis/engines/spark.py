@@ -5,13 +5,12 @@ read by analysis.engine for any engine."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from analysis.engine import on_driver_clock, role_offset
-from analysis.io import read_optional_json
+from analysis.io import read_optional_json, read_optional_jsonl
 from analysis.report import count, number
 
 NAME = "spark"
@@ -22,47 +21,42 @@ REPLAY_BOUND = "spark_trigger_interval_ms"
 COORDINATOR_GROUP = "spark_master"
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by the driver's end
-        if isinstance(value, dict):
-            out.append(value)
-    return out
+def _lines(engine: Path) -> list[dict[str, Any]]:
+    return read_optional_jsonl(engine / "spark-progress.jsonl") or []
 
 
-def _progress(engine: Path) -> list[dict[str, Any]]:
+def _durations(lines: list[dict[str, Any]]) -> list[float]:
+    """Each progress report's batch duration (triggerExecution), sorted."""
+    return sorted(
+        float(line["progress"]["durationMs"]["triggerExecution"])
+        for line in lines
+        if line.get("event") == "progress"
+        and isinstance(line.get("progress"), dict)
+        and isinstance(line["progress"].get("durationMs"), dict)
+        and line["progress"]["durationMs"].get("triggerExecution") is not None
+    )
+
+
+def _progress(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         line["progress"]
-        for line in _lines(engine / "spark-progress.jsonl")
+        for line in lines
         if line.get("event") == "progress" and isinstance(line.get("progress"), dict)
     ]
 
 
 def evidence(engine: Path) -> dict[str, Any] | None:
-    lines = _lines(engine / "spark-progress.jsonl")
+    lines = _lines(engine)
     if not lines and read_optional_json(engine / "spark-job.json") is None:
         return None
-    reports = _progress(engine)
-    durations = [
-        float(p["durationMs"]["triggerExecution"])
-        for p in reports
-        if isinstance(p.get("durationMs"), dict)
-        and p["durationMs"].get("triggerExecution") is not None
-    ]
+    reports = _progress(lines)
+    durations = _durations(lines)
     rows = [int(p.get("numInputRows") or 0) for p in reports]
     batches = {p.get("batchId") for p in reports if p.get("batchId") is not None}
     return {
         "batches": len(batches),
         "input_rows": sum(rows),
-        "batch_ms_median": sorted(durations)[len(durations) // 2] if durations else None,
+        "batch_ms_median": durations[len(durations) // 2] if durations else None,
         "batch_ms_max": max(durations) if durations else None,
         "commits": sum(1 for line in lines if line.get("event") == "committed"),
         "commit_errors": sum(1 for line in lines if line.get("event") == "commit_error"),
@@ -77,13 +71,8 @@ def events(engine: Path, run: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """Batches that took longer than twice the median, and the query's start and end, on the
     driver clock."""
     offset = role_offset(run, COORDINATOR_GROUP)
-    lines = _lines(engine / "spark-progress.jsonl")
-    durations = sorted(
-        float(line["progress"]["durationMs"].get("triggerExecution") or 0)
-        for line in lines
-        if line.get("event") == "progress"
-        and isinstance(line.get("progress", {}).get("durationMs"), dict)
-    )
+    lines = _lines(engine)
+    durations = _durations(lines)
     median = durations[len(durations) // 2] if durations else 0.0
     for line in lines:
         at = on_driver_clock(line.get("t_ms"), offset)
