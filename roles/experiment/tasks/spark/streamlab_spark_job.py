@@ -48,9 +48,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# The listener's thread and the main loop append to the same file; a progress line can be
+# longer than one buffered write, so whole lines are written under one lock.
+_APPENDING = threading.Lock()
+
+
 def append(path: Path, line: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as out:
-        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    text = json.dumps(line, separators=(",", ":")) + "\n"
+    with _APPENDING, path.open("a", encoding="utf-8") as out:
+        out.write(text)
 
 
 class Progress(StreamingQueryListener):
@@ -59,12 +65,16 @@ class Progress(StreamingQueryListener):
 
     def __init__(self, out: Path) -> None:
         self.out = out
+        # The newest report, for the status line: asking the query for lastProgress every
+        # second converts its whole recent history in the driver.
+        self.last: dict[str, Any] | None = None
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
         append(self.out, {"t_ms": now_ms(), "event": "started", "id": str(event.id)})
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         progress = json.loads(event.progress.json)
+        self.last = progress
         append(self.out, {"t_ms": now_ms(), "event": "progress", "progress": progress})
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
@@ -211,7 +221,8 @@ def main(argv: list[str]) -> int:
         committer = jvm.streamlab.SparkOffsetCommitter(
             plan["bootstrap"], plan["kafka_config"], plan["group_id"]
         )
-        spark.streams.addListener(Progress(work / "progress.jsonl"))
+        progress = Progress(work / "progress.jsonl")
+        spark.streams.addListener(progress)
         commits = Commits(Path(plan["checkpoint_dir"]), committer, work / "progress.jsonl")
         spark.udf.registerJavaFunction(
             "streamlab_enrich", "streamlab.SparkEnrich", ArrayType(StringType())
@@ -281,7 +292,7 @@ def main(argv: list[str]) -> int:
                 stopping.wait(RESTART_DELAY_MS / 1000)
                 query = writer.start()
                 active = query.isActive
-            last = query.lastProgress
+            last = progress.last
             committed = commits.step()
             if "streamlab.source_tasks" not in settings and commits.partitions:
                 settings["streamlab.source_tasks"] = commits.partitions
