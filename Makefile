@@ -16,7 +16,8 @@ DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
 .PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
-	bench-engines bench-faults bench-taskmanager bench-study bench-exposure bench-guarantees clean
+	bench-engines bench-faults bench-taskmanager bench-study bench-exposure bench-guarantees \
+	bench-three-engines equal-footing clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -94,9 +95,18 @@ bench-experiment: setup
 bench-reset: setup
 	$(PY) bench/reset_timing.py
 
-# Needs converged test hosts: each engine's latency over repetitions, and its sustainable rate.
-bench-engines: setup
-	$(PY) bench/engine_figures.py
+# The test hosts converged with Flink's TLS off, for the benches that compare engines: the other
+# engines have no TLS on their own traffic (bench/equal_footing_inventory.py).
+EQUAL_INVENTORY := bench/out/lab-equal/hosts.yml
+equal-footing: setup
+	$(PY) bench/equal_footing_inventory.py
+	$(BIN)/ansible-playbook -i $(EQUAL_INVENTORY) playbooks/site.yml
+
+# Needs test hosts (make lab): each engine's latency over repetitions, and its sustainable rate;
+# ENGINES takes configurations, as `spark spark:spark_trigger=continuous`.
+ENGINES ?= flink storm spark spark:spark_trigger=continuous
+bench-engines: equal-footing
+	$(PY) bench/engine_figures.py --inventory $(EQUAL_INVENTORY) --engines $(ENGINES)
 
 # Needs converged test hosts: each engine under a worker failure, two settings, repetitions.
 bench-faults: setup
@@ -127,6 +137,12 @@ bench-guarantees: setup
 	$(BIN)/streamlab-study bench/studies/guarantees-lab.yml -i inventory/lab/hosts.yml \
 	  --results bench/out/studies
 	$(PY) bench/guarantee_figures.py --from-results bench/out/studies --runs "guarantees-lab-*"
+
+# Needs test hosts (make lab): studies/three-engines.yml (Flink, Storm and Spark at least once,
+# the worker process killed mid-run, 3 repetitions: about 40 minutes), then its figures.
+bench-three-engines: equal-footing
+	$(BIN)/streamlab-study studies/three-engines.yml -i $(EQUAL_INVENTORY) --results bench/out/studies
+	$(PY) bench/three_engine_figures.py --from-results bench/out/studies --runs "three-engines-*"
 
 clean:
 	rm -rf $(VENV) .collections

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""The engines' figures on the test hosts (issue 10): repetitions at a fixed rate, then each
-engine's sustainable rate.
+"""The engines' figures on the test hosts: repetitions at a fixed rate, then each engine's
+sustainable rate.
 
-1. For each engine, REPS runs of COUNT messages at RATE msg/s: steady-state latency p50/p99
-   (after the warm-up; mean and spread over the repetitions), producer send lag, output rate and
-   the overload flag, from each run's first-summary.json.
-2. For each engine, the highest rate (at most SEARCH_RUNS runs, doubling up from --search-from
-   until a run fails the criterion, then bisecting) at which the overload check cleared the run
-   (`overloaded` false: the backlog slope's whole 95 % interval at or below the threshold; a run
-   it could not judge, `overloaded` null, fails the criterion) and steady-state p99 stays under
-   1 s.
+1. For each configuration (an engine, with settings of its manifest: `spark`,
+   `spark:spark_trigger=continuous`), REPS runs of COUNT messages at RATE msg/s: steady-state
+   latency p50/p99 (after the warm-up; mean and spread over the repetitions), producer send
+   lag, output rate and the overload flag, from each run's first-summary.json.
+2. For each configuration, the highest rate (at most SEARCH_RUNS runs, doubling up from
+   --search-from until a run fails the criterion, then bisecting) at which the overload check
+   cleared the run (`overloaded` false: the backlog slope's whole 95 % interval at or below the
+   threshold; a run it could not judge, `overloaded` null, fails the criterion) and steady-state
+   p99 stays under --p99-limit-ms (1 s unless given).
 
 Needs converged test hosts (`make lab`, then site.yml). Run as root from the repository:
 `make bench-engines` (or `.venv/bin/python bench/engine_figures.py --help`). Every figure
-printed is measured in this run; the runs stay in --results for a closer look.
-All test hosts share this machine's cores: the figures describe that lab, not a real cluster.
+printed is measured in this run; the runs stay in --results for a closer look, and the figures
+go to --out/engine-figures.json in the format of docs/bench-results.md (copy it to
+bench/results/ to publish it). All test hosts share this machine's cores: the figures describe
+that lab, not a real cluster.
 """
 
 from __future__ import annotations
@@ -25,16 +28,45 @@ import statistics
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import fault_figures
 import lab_playbooks
 
 P99_LIMIT_MS = 1000
 
 
 @dataclass(frozen=True)
+class Config:
+    """An engine and the manifest settings it runs with (given as extra variables)."""
+
+    engine: str
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        given = ", ".join(f"{key}={value}" for key, value in self.settings.items())
+        return f"{self.engine} ({given})" if given else self.engine
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        engine, _, rest = text.partition(":")
+        settings = {}
+        for item in filter(None, rest.split(",")):
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise argparse.ArgumentTypeError(
+                    f"{text!r}: give a configuration as ENGINE or ENGINE:KEY=VALUE[,KEY=VALUE]"
+                )
+            settings[key] = value
+        return cls(engine, settings)
+
+
+@dataclass(frozen=True)
 class RunFigures:
+    config: Config
     run_id: str
     rate: float
     p50: float
@@ -45,15 +77,15 @@ class RunFigures:
     status: str
     wall_s: float
 
-    @property
-    def sustainable(self) -> bool:
-        return self.status == "complete" and self.overloaded is False and self.p99 < P99_LIMIT_MS
+    def sustainable(self, p99_limit_ms: float) -> bool:
+        return self.status == "complete" and self.overloaded is False and self.p99 < p99_limit_ms
 
 
-def run_once(engine: str, count: int, rate: float, warmup_s: int, results: Path) -> RunFigures:
-    run_id = f"bench-{engine}-{int(rate)}-{uuid.uuid4().hex[:6]}"
-    extravars = {
-        "engine": engine,
+def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Path) -> RunFigures:
+    run_id = f"bench-{config.engine}-{int(rate)}-{uuid.uuid4().hex[:6]}"
+    extravars: dict[str, Any] = {
+        **config.settings,
+        "engine": config.engine,
         "count": count,
         "rate": rate,
         "warmup_s": warmup_s,
@@ -68,6 +100,7 @@ def run_once(engine: str, count: int, rate: float, warmup_s: int, results: Path)
     summary = json.loads((results / run_id / "first-summary.json").read_text())
     latency = summary["latency_ms"]
     figures = RunFigures(
+        config=config,
         run_id=run_id,
         rate=rate,
         p50=latency["p50"],
@@ -79,7 +112,7 @@ def run_once(engine: str, count: int, rate: float, warmup_s: int, results: Path)
         wall_s=wall,
     )
     print(
-        f"  {engine} {rate:>7,.0f}/s {run_id}: "
+        f"  {config.label} {rate:>7,.0f}/s {run_id}: "
         f"p50 {figures.p50:,.0f} ms, p99 {figures.p99:,.0f} ms, "
         f"send lag p99 {figures.send_lag_p99:,.1f} ms, output {figures.output_rate:,.0f}/s, "
         f"overloaded={figures.overloaded}, {figures.status}, {wall:.0f} s",
@@ -95,35 +128,48 @@ def spread(values: list[float]) -> str:
     return f"mean {mean:,.0f} (min {low:,.0f}, max {high:,.0f}, range {relative:.0f}% of the mean)"
 
 
-def repetitions(engine: str, args: argparse.Namespace) -> None:
+def cell(values: list[float]) -> str:
+    """Mean (min-max), as the other benches' tables print a spread over repetitions."""
+    return f"{statistics.fmean(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def repetitions(config: Config, args: argparse.Namespace) -> list[RunFigures]:
     print(
-        f"{engine}: {args.reps} runs of {args.count:,} messages at {args.rate:,.0f}/s", flush=True
+        f"{config.label}: {args.reps} runs of {args.count:,} messages at {args.rate:,.0f}/s",
+        flush=True,
     )
     runs = [
-        run_once(engine, args.count, args.rate, args.warmup_s, args.results)
+        run_once(config, args.count, args.rate, args.warmup_s, args.results)
         for _ in range(args.reps)
     ]
-    print(f"{engine} steady-state p50 ms: {spread([r.p50 for r in runs])}")
-    print(f"{engine} steady-state p99 ms: {spread([r.p99 for r in runs])}")
-    print(f"{engine} send lag p99 ms: {spread([r.send_lag_p99 for r in runs])}")
+    print(f"{config.label} steady-state p50 ms: {spread([r.p50 for r in runs])}")
+    print(f"{config.label} steady-state p99 ms: {spread([r.p99 for r in runs])}")
+    print(f"{config.label} send lag p99 ms: {spread([r.send_lag_p99 for r in runs])}")
     print(
-        f"{engine} overloaded: {[r.overloaded for r in runs]}, status: {[r.status for r in runs]}"
+        f"{config.label} overloaded: {[r.overloaded for r in runs]}, "
+        f"status: {[r.status for r in runs]}"
     )
+    return runs
 
 
-def sustainable_rate(engine: str, args: argparse.Namespace) -> None:
-    """Double the rate until a run fails the criterion, then bisect; at most search_runs runs."""
+def sustainable_rate(
+    config: Config, args: argparse.Namespace
+) -> tuple[float | None, float | None, list[RunFigures]]:
+    """Double the rate until a run fails the criterion, then bisect; at most search_runs runs.
+    Returns the highest rate that passed, the lowest that failed, and the runs."""
     good: float | None = None
     bad: float | None = None
     rate = args.search_from
+    runs = []
     for _ in range(args.search_runs):
-        # Long enough for the warm-up plus at least 20 s of steady state at every rate.
+        # Long enough for the warm-up plus at least search_steady_s of steady state at every rate.
         count = int(rate * (args.warmup_s + args.search_steady_s))
-        figures = run_once(engine, count, rate, args.warmup_s, args.results)
-        if figures.sustainable:
-            good = rate
+        figures = run_once(config, count, rate, args.warmup_s, args.results)
+        runs.append(figures)
+        if figures.sustainable(args.p99_limit_ms):
+            good = rate if good is None else max(good, rate)
         else:
-            bad = rate
+            bad = rate if bad is None else min(bad, rate)
         if bad is None:
             rate *= 2
         elif good is None:
@@ -131,43 +177,206 @@ def sustainable_rate(engine: str, args: argparse.Namespace) -> None:
         else:
             rate = (good + bad) / 2
         rate = max(float(round(rate, -2)), 100.0)
+        if rate in {r.rate for r in runs}:
+            break  # the bisection has closed to the search's step
     print(
-        f"{engine} sustainable rate on the test hosts: "
+        f"{config.label} sustainable rate on the test hosts: "
         f"{f'{good:,.0f}/s' if good is not None else 'none found'} "
         f"(lowest failing: {f'{bad:,.0f}/s' if bad is not None else 'none found'}; criterion: "
-        f"cleared by the overload check and steady-state p99 < {P99_LIMIT_MS} ms)",
+        f"cleared by the overload check and steady-state p99 < {args.p99_limit_ms:,.0f} ms)",
         flush=True,
     )
+    return good, bad, runs
+
+
+RUN_COLUMNS = [
+    "configuration",
+    "run",
+    "rate /s",
+    "p50 ms",
+    "p99 ms",
+    "send lag p99 ms",
+    "output /s",
+    "overloaded",
+    "status",
+    "wall s",
+]
+
+
+def run_row(run: RunFigures) -> list[Any]:
+    return [
+        run.config.label,
+        run.run_id,
+        round(run.rate),
+        round(run.p50),
+        round(run.p99),
+        round(run.send_lag_p99, 1),
+        round(run.output_rate),
+        run.overloaded,
+        run.status,
+        round(run.wall_s),
+    ]
+
+
+def settings_read_back(results: Path, run: RunFigures) -> str:
+    """The settings that shape latency, as the job ran them (run.json settings)."""
+    settings = json.loads((results / run.run_id / "run.json").read_text()).get("settings") or {}
+    keys = (
+        "trigger",
+        "trigger_interval_ms",
+        "checkpoint_interval_ms",
+        "source_tasks",
+        "parallelism",
+        "workers",
+        "sink.linger_ms",
+        "kafka.security_protocol",
+        "tls_internal",
+    )
+    return ", ".join(f"{key} {settings[key]}" for key in keys if key in settings)
+
+
+def result_file(
+    args: argparse.Namespace,
+    steady: dict[Config, list[RunFigures]],
+    searched: dict[Config, tuple[float | None, float | None, list[RunFigures]]],
+) -> dict[str, Any]:
+    every = [run for runs in steady.values() for run in runs] + [
+        run for *_, runs in searched.values() for run in runs
+    ]
+    commit, dirty = fault_figures.runs_commit(args.results, every)  # type: ignore[arg-type]
+    header = fault_figures.result_header("make bench-engines", args.results, every)  # type: ignore[arg-type]
+    tables: list[dict[str, Any]] = []
+    common = [
+        "The test hosts are network namespaces on one machine and share its cores.",
+        *(["The kit's tree was dirty when measured."] if dirty else []),
+    ]
+    if steady:
+        tables.append(
+            {
+                "title": f"Steady-state latency at {args.rate:,.0f} msg/s",
+                "description": (
+                    f"{args.reps} runs of {args.count:,} messages at {args.rate:,.0f}/s per "
+                    f"configuration, no fault, {args.warmup_s} s of warm-up left out. Latency "
+                    "from the producer's send to the collector's receipt, each on its host's "
+                    "clock corrected by the run's measured offsets (first-summary.json), "
+                    "mean (min-max) over the runs."
+                ),
+                "columns": [
+                    "configuration",
+                    "runs",
+                    "p50 ms",
+                    "p99 ms",
+                    "send lag p99 ms",
+                    "output /s",
+                    "overloaded",
+                    "settings as run",
+                ],
+                "rows": [
+                    [
+                        config.label,
+                        len(runs),
+                        cell([r.p50 for r in runs]),
+                        cell([r.p99 for r in runs]),
+                        cell([r.send_lag_p99 for r in runs]),
+                        cell([r.output_rate for r in runs]),
+                        ", ".join(str(r.overloaded) for r in runs),
+                        settings_read_back(args.results, runs[0]),
+                    ]
+                    for config, runs in steady.items()
+                ],
+                "notes": [
+                    "overloaded: the collector's backlog check per run (null: too few lag "
+                    "samples to judge).",
+                    *common,
+                ],
+            }
+        )
+    if searched:
+        tables.append(
+            {
+                "title": "Sustainable rate",
+                "description": (
+                    f"The highest input rate at which a run of {args.warmup_s} s of warm-up and "
+                    f"{args.search_steady_s} s of steady state was cleared by the overload "
+                    f"check and kept steady-state p99 under {args.p99_limit_ms:,.0f} ms; at "
+                    f"most {args.search_runs} runs per configuration, doubling from "
+                    f"{args.search_from:,.0f}/s until a run fails, then bisecting."
+                ),
+                "columns": ["configuration", "sustainable /s", "lowest failing /s", "rates tried"],
+                "rows": [
+                    [
+                        config.label,
+                        good,
+                        bad,
+                        ", ".join(f"{r.rate:,.0f}" for r in runs),
+                    ]
+                    for config, (good, bad, runs) in searched.items()
+                ],
+                "notes": [
+                    "null: no rate tried passed (sustainable) or failed (lowest failing).",
+                    *common,
+                ],
+            }
+        )
+    tables.append(
+        {"title": "Every run", "columns": RUN_COLUMNS, "rows": [run_row(r) for r in every]}
+    )
+    return {**header, "commit": commit, "tables": tables}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engines", nargs="+", default=["flink", "storm"])
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        type=Config.parse,
+        default=[Config("flink"), Config("storm")],
+        metavar="ENGINE[:KEY=VALUE,...]",
+        help="an engine, with settings of its manifest: spark:spark_trigger=continuous",
+    )
+    parser.add_argument("--reps", type=int, default=3, help="0 skips the repetitions")
     parser.add_argument("--count", type=int, default=60_000)
     parser.add_argument("--rate", type=float, default=2_000)
     parser.add_argument("--warmup-s", type=int, default=10)
     parser.add_argument("--search-runs", type=int, default=6, help="0 skips the rate search")
     parser.add_argument("--search-from", type=float, default=4_000)
     parser.add_argument("--search-steady-s", type=int, default=20)
+    parser.add_argument("--p99-limit-ms", type=float, default=P99_LIMIT_MS)
+    parser.add_argument(
+        "--inventory", type=Path, default=lab_playbooks.INVENTORY, help="the test hosts' inventory"
+    )
     parser.add_argument(
         "--results", type=Path, default=lab_playbooks.REPO / "bench" / "out" / "engine-figures"
     )
+    parser.add_argument(
+        "--out", type=Path, default=lab_playbooks.REPO / "bench" / "out" / "engine-figures"
+    )
     args = parser.parse_args()
+    lab_playbooks.INVENTORY = args.inventory.resolve()
     # Storm's worker traffic has no TLS: Flink with it is not on equal footing (docs/engines.md).
-    if {"flink", "storm"} <= set(args.engines) and lab_playbooks.flink_tls_internal():
+    engines = {config.engine for config in args.engines}
+    if len(engines) > 1 and "flink" in engines and lab_playbooks.flink_tls_internal():
         sys.exit(
-            "the test hosts run Flink with internal TLS (flink_tls_internal, which the test lab "
-            "turns on) and Storm has none between its workers, so the engines' figures would not "
-            "be on equal footing: set flink_tls_internal and flink_tls_rest to false in "
-            "inventory/lab/group_vars/all.yml, run playbooks/site.yml, then this again"
+            f"the inventory {args.inventory} runs Flink with internal TLS (flink_tls_internal, "
+            "which the test lab turns on) and the other engines have none between their "
+            "workers, so the engines' figures would not be on equal footing: give an inventory "
+            "with flink_tls_internal and flink_tls_rest false (a copy of inventory/lab with "
+            "them changed), run playbooks/site.yml with it, then this again with --inventory"
         )
     args.results.mkdir(parents=True, exist_ok=True)
-    for engine in args.engines:
-        repetitions(engine, args)
-    if args.search_runs:
-        for engine in args.engines:
-            sustainable_rate(engine, args)
+    steady = {config: repetitions(config, args) for config in args.engines} if args.reps else {}
+    searched = (
+        {config: sustainable_rate(config, args) for config in args.engines}
+        if args.search_runs
+        else {}
+    )
+    document = result_file(args, steady, searched)
+    for part in document["tables"]:
+        print(f"\n{part['title']}\n{fault_figures.markdown(part['columns'], part['rows'])}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / "engine-figures.json"
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,13 @@ def _phase(summary: dict[str, Any], name: str, figure: str) -> float | None:
     return phase.get(figure)
 
 
+def replay_bound_of(record: dict[str, Any]) -> str:
+    """The parameter that bounds the run's replay: its engine manifest's, as run.json names it
+    (setting_roles), else the one this bench sweeps for the engine."""
+    named = (record.get("setting_roles") or {}).get("replay_bound")
+    return str(named) if named else SETTINGS[record["engine"]][1]
+
+
 def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = None) -> FaultRun:
     """One run's figures from its result directory (summary.json from the kit's analysis); the
     CPU shares from the samples the bench took beside it, else from cpu_file (a sampler that
@@ -186,7 +193,7 @@ def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = N
         run_id=record["run_id"],
         engine=engine,
         fault=record["fault"],
-        setting=int(record["parameters"][SETTINGS[engine][1]]),
+        setting=int(record["parameters"][replay_bound_of(record)]),
         target=figures.get("host") or "?",
         status=record["status"],
         holds=verdict.get("holds"),

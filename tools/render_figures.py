@@ -30,8 +30,9 @@ BENCHES: dict[str, str] = {
     "re-run, the ZooKeeper + Kafka re-run, the daemons' memory at rest (`bench/site_timing.py`)",
     "make bench-experiment": "the producer's capacity and pacing on the driver host "
     "(`bench/experiment_timing.py`)",
-    "make bench-engines": "Flink and Storm at a fixed rate over repetitions, where the latency "
-    "goes, and each engine's sustainable rate (`bench/engine_figures.py`)",
+    "make bench-engines": "each engine (and Spark under each trigger) at a fixed rate over "
+    "repetitions, and each one's sustainable rate, on the test hosts with Flink's TLS off "
+    "(`bench/engine_figures.py`)",
     "make bench-faults": "each engine under a worker failure at two settings, with repetitions "
     "(`bench/fault_figures.py`)",
     "make bench-taskmanager": "whether a killed Flink TaskManager rejoins the cluster, and how "
@@ -41,6 +42,9 @@ BENCHES: dict[str, str] = {
     "make bench-guarantees": "each engine under each delivery guarantee it offers, with its "
     "worker killed mid-run, 3 repetitions: loss, duplicates, steady latency and recovery "
     "(`bench/guarantee_figures.py`)",
+    "make bench-three-engines": "Flink, Storm and Spark at least once with the worker process "
+    "killed mid-run (`studies/three-engines.yml`), beside OSPBench's worker-failure figures "
+    "(`bench/three_engine_figures.py`)",
     "make bench-reset": "teardown, redeploy, and purge then `site.yml`, with the CPU's busy "
     "share (`bench/reset_timing.py`)",
     "make bench-exposure": "each daemon's listening sockets on the test hosts and who reaches "
