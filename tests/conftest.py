@@ -371,10 +371,14 @@ LAB_SSH_OPTIONS = (
 )
 
 
-def on_lab_host(address: str, *command: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    """Run a command as root on a test host over SSH; the caller checks the exit code."""
+def on_lab_host(
+    address: str, *command: str, timeout_s: float = 60, input_text: str | None = None
+) -> subprocess.CompletedProcess:
+    """Run a command as root on a test host over SSH, input_text on its standard input; the
+    caller checks the exit code."""
     return subprocess.run(
         ["ssh", *LAB_SSH_OPTIONS, f"root@{address}", *command],
+        input=input_text,
         capture_output=True,
         text=True,
         timeout=timeout_s,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from conftest import (
     lab_kafka_settings,
     on_lab_host,
     run_playbook,
+    wait_until,
 )
 
 pytestmark = pytest.mark.lab
@@ -127,6 +129,53 @@ def submit_flink_job(lab: dict[str, str], prefix: str) -> str:
     return f"streamlab-flink-{prefix}-in"
 
 
+# A driver of the kit's shape: an application named by the run's prefix, its script where an
+# experiment puts the query's (roles/experiment/tasks/spark/submit.yml), running until stopped.
+LEFTOVER_SPARK_DRIVER = """
+import sys, time
+from pyspark.sql import SparkSession
+
+name, address = sys.argv[1:]
+spark = (
+    SparkSession.builder.appName(name)
+    .config("spark.driver.host", address).config("spark.driver.bindAddress", address)
+    .config("spark.cores.max", "1").config("spark.executor.memory", "512m")
+    .config("spark.ui.enabled", "false")
+    .getOrCreate()
+)
+spark.range(0, 10, numPartitions=1).count()
+print("RUNNING", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def spark_apps(lab: dict[str, str]) -> dict[str, str]:
+    """Application name -> id, as the Spark master on node1 lists its active ones."""
+    with urllib.request.urlopen(f"http://{lab['node1']}:8080/json/", timeout=10) as answer:
+        return {app["name"]: app["id"] for app in json.load(answer)["activeapps"]}
+
+
+def start_spark_driver(lab: dict[str, str], name: str) -> None:
+    """An application left running on the Spark cluster, its driver on the master host (node1)
+    with the cluster's spark-defaults.conf (its secret among them), as an interrupted
+    experiment leaves one; returns once the master lists it."""
+    job_dir = f"{DATA_DIR}/jobs/{name}"
+    script = f"{job_dir}/streamlab_spark_job.py"
+    started = on_lab_host(
+        lab["node1"],
+        f"mkdir -p {job_dir} && cat > {script} && lib=$(readlink -f /opt/streamlab/spark)/../lib"
+        " && export PYTHONPATH=$(echo $lib/pyspark.zip $lib/py4j-*-src.zip | tr ' ' :)"
+        " SPARK_HOME=/opt/streamlab/spark SPARK_CONF_DIR=/etc/streamlab/spark"
+        " JAVA_HOME=$(dirname $(dirname $(readlink -f /usr/bin/java)))"
+        f" && setsid nohup /usr/bin/python3 {script} {name} {lab['node1']}"
+        f" > {job_dir}/driver.log 2>&1 < /dev/null &",
+        input_text=LEFTOVER_SPARK_DRIVER,
+    )
+    assert started.returncode == 0, started.stderr
+    wait_until(lambda: spark_apps(lab), lambda apps: name in apps, f"application {name}", 180)
+
+
 def plan_of(output: str) -> dict:
     """The cluster plan the teardown printed (its `Say what would go on the cluster` task)."""
     block = output.split("Say what would go on the cluster", 1)[1]
@@ -150,6 +199,8 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     finally:
         admin.close()
     job = submit_flink_job(lab, prefix)
+    spark_app = f"{prefix}-spark"
+    start_spark_driver(lab, spark_app)
 
     # Without confirmation: the plan names the job and the kit's topics, and nothing changes.
     # The control node reaches the hosts over SSH only in every teardown and the redeploy: the
@@ -160,10 +211,12 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     assert listed.changed_nothing_on([*lab, "localhost"]), listed.changed  # its Report play
     plan = plan_of(listed.output)
     assert job in plan["cancel_jobs"], plan
+    assert spark_app in plan["cancel_jobs"], plan
     assert {f"{prefix}-in", f"{prefix}-out"} <= set(plan["delete_topics"]), plan
     assert foreign not in plan["delete_topics"], plan
     assert "Nothing was changed. Run again with -e confirm=yes" in " ".join(listed.output.split())
     assert flink_jobs(lab)[job] == "RUNNING"
+    assert spark_app in spark_apps(lab)
     assert "kafka" in running_daemons(lab["node2"])
 
     # node3 cannot be reached: the others are cleaned, node3 is named and the run fails.
@@ -183,6 +236,14 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
     assert re.search(rf"changed: \[node1[^\]]*\] => \(item={job}\)", partial.output), (
         partial.output[-6000:]
     )
+    # ... stopped the Spark application's driver on the master host, so the master lists it no
+    # more and no process of it is left there ...
+    assert re.search(rf"changed: \[node1[^\]]*\] => \(item={spark_app}\)", partial.output), (
+        partial.output[-6000:]
+    )
+    assert spark_app not in spark_apps(lab)
+    left = on_lab_host(lab["node1"], "pgrep", "--full", f"jobs/{spark_app}/[s]treamlab_spark")
+    assert left.returncode == 1, left.stdout
     # ... and deleted the kit's topics, asked from a Kafka host (node1, the first of the play).
     deleting = task_output(
         partial.output, "Find, and delete when asked, the topics whose names start with streamlab-"
