@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,32 +36,45 @@ import fault_figures
 import lab_playbooks
 
 P99_LIMIT_MS = 1000
+# In a configuration, the rate search's own bound for it, not a setting of the engine.
+BOUND_KEY = "p99_limit_ms"
 
 
 @dataclass(frozen=True)
 class Config:
-    """An engine and the manifest settings it runs with (given as extra variables)."""
+    """An engine and the manifest settings it runs with (given as extra variables), with the
+    rate search's p99 bound for it (None: --p99-limit-ms)."""
 
     engine: str
-    settings: dict[str, str] = field(default_factory=dict)
+    settings: tuple[tuple[str, str], ...] = ()
+    p99_limit_ms: float | None = None
 
     @property
     def label(self) -> str:
-        given = ", ".join(f"{key}={value}" for key, value in self.settings.items())
+        given = ", ".join(f"{key}={value}" for key, value in self.settings)
         return f"{self.engine} ({given})" if given else self.engine
 
     @classmethod
     def parse(cls, text: str) -> Config:
         engine, _, rest = text.partition(":")
-        settings = {}
+        settings = []
+        limit = None
         for item in filter(None, rest.split(",")):
             key, sep, value = item.partition("=")
             if not sep or not key:
                 raise argparse.ArgumentTypeError(
                     f"{text!r}: give a configuration as ENGINE or ENGINE:KEY=VALUE[,KEY=VALUE]"
                 )
-            settings[key] = value
-        return cls(engine, settings)
+            if key == BOUND_KEY:
+                try:
+                    limit = float(value)
+                except ValueError:
+                    raise argparse.ArgumentTypeError(
+                        f"{text!r}: {BOUND_KEY} takes milliseconds, as {BOUND_KEY}=5000"
+                    ) from None
+            else:
+                settings.append((key, value))
+        return cls(engine, tuple(settings), limit)
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,7 @@ class RunFigures:
 def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Path) -> RunFigures:
     run_id = f"bench-{config.engine}-{int(rate)}-{uuid.uuid4().hex[:6]}"
     extravars: dict[str, Any] = {
-        **config.settings,
+        **dict(config.settings),
         "engine": config.engine,
         "count": count,
         "rate": rate,
@@ -128,9 +141,17 @@ def spread(values: list[float]) -> str:
     return f"mean {mean:,.0f} (min {low:,.0f}, max {high:,.0f}, range {relative:.0f}% of the mean)"
 
 
-def cell(values: list[float]) -> str:
+def cell(values: list[float], digits: int = 0) -> str:
     """Mean (min-max), as the other benches' tables print a spread over repetitions."""
-    return f"{statistics.fmean(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+    spec = f",.{digits}f"
+    return (
+        f"{format(statistics.fmean(values), spec)} "
+        f"({format(min(values), spec)}-{format(max(values), spec)})"
+    )
+
+
+def judged(overloaded: bool | None) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[overloaded]
 
 
 def repetitions(config: Config, args: argparse.Namespace) -> list[RunFigures]:
@@ -157,6 +178,7 @@ def sustainable_rate(
 ) -> tuple[float | None, float | None, list[RunFigures]]:
     """Double the rate until a run fails the criterion, then bisect; at most search_runs runs.
     Returns the highest rate that passed, the lowest that failed, and the runs."""
+    limit = config.p99_limit_ms if config.p99_limit_ms is not None else args.p99_limit_ms
     good: float | None = None
     bad: float | None = None
     rate = args.search_from
@@ -166,7 +188,7 @@ def sustainable_rate(
         count = int(rate * (args.warmup_s + args.search_steady_s))
         figures = run_once(config, count, rate, args.warmup_s, args.results)
         runs.append(figures)
-        if figures.sustainable(args.p99_limit_ms):
+        if figures.sustainable(limit):
             good = rate if good is None else max(good, rate)
         else:
             bad = rate if bad is None else min(bad, rate)
@@ -183,7 +205,7 @@ def sustainable_rate(
         f"{config.label} sustainable rate on the test hosts: "
         f"{f'{good:,.0f}/s' if good is not None else 'none found'} "
         f"(lowest failing: {f'{bad:,.0f}/s' if bad is not None else 'none found'}; criterion: "
-        f"cleared by the overload check and steady-state p99 < {args.p99_limit_ms:,.0f} ms)",
+        f"cleared by the overload check and steady-state p99 < {limit:,.0f} ms)",
         flush=True,
     )
     return good, bad, runs
@@ -212,7 +234,7 @@ def run_row(run: RunFigures) -> list[Any]:
         round(run.p99),
         round(run.send_lag_p99, 1),
         round(run.output_rate),
-        run.overloaded,
+        judged(run.overloaded),
         run.status,
         round(run.wall_s),
     ]
@@ -277,43 +299,68 @@ def result_file(
                         len(runs),
                         cell([r.p50 for r in runs]),
                         cell([r.p99 for r in runs]),
-                        cell([r.send_lag_p99 for r in runs]),
+                        cell([r.send_lag_p99 for r in runs], 1),
                         cell([r.output_rate for r in runs]),
-                        ", ".join(str(r.overloaded) for r in runs),
+                        ", ".join(judged(r.overloaded) for r in runs),
                         settings_read_back(args.results, runs[0]),
                     ]
                     for config, runs in steady.items()
                 ],
                 "notes": [
-                    "overloaded: the collector's backlog check per run (null: too few lag "
+                    "overloaded: the collector's backlog check per run (unknown: too few lag "
                     "samples to judge).",
                     *common,
                 ],
             }
         )
     if searched:
+        limits = {
+            config: config.p99_limit_ms if config.p99_limit_ms is not None else args.p99_limit_ms
+            for config in searched
+        }
+        contradicted = [
+            config.label
+            for config, (good, bad, _) in searched.items()
+            if good is not None and bad is not None and good > bad
+        ]
         tables.append(
             {
                 "title": "Sustainable rate",
                 "description": (
                     f"The highest input rate at which a run of {args.warmup_s} s of warm-up and "
                     f"{args.search_steady_s} s of steady state was cleared by the overload "
-                    f"check and kept steady-state p99 under {args.p99_limit_ms:,.0f} ms; at "
+                    "check and kept steady-state p99 under the configuration's bound; at "
                     f"most {args.search_runs} runs per configuration, doubling from "
                     f"{args.search_from:,.0f}/s until a run fails, then bisecting."
                 ),
-                "columns": ["configuration", "sustainable /s", "lowest failing /s", "rates tried"],
+                "columns": [
+                    "configuration",
+                    "p99 bound ms",
+                    "sustainable /s",
+                    "lowest failing /s",
+                    "rates tried /s",
+                ],
                 "rows": [
                     [
                         config.label,
-                        good,
-                        bad,
-                        ", ".join(f"{r.rate:,.0f}" for r in runs),
+                        round(limits[config]),
+                        None if good is None else round(good),
+                        None if bad is None else round(bad),
+                        "; ".join(f"{r.rate:,.0f}" for r in runs),
                     ]
                     for config, (good, bad, runs) in searched.items()
                 ],
                 "notes": [
-                    "null: no rate tried passed (sustainable) or failed (lowest failing).",
+                    "An empty cell: no rate tried passed (sustainable) or failed (lowest failing).",
+                    *(
+                        [
+                            "Not monotone: a rate passed above one that failed for "
+                            + ", ".join(contradicted)
+                            + "; the runs (below) show where."
+                        ]
+                        if contradicted
+                        else []
+                    ),
                     *common,
                 ],
             }

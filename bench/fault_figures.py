@@ -156,9 +156,19 @@ def _phase(summary: dict[str, Any], name: str, figure: str) -> float | None:
 
 def replay_bound_of(record: dict[str, Any]) -> str:
     """The parameter that bounds the run's replay: its engine manifest's, as run.json names it
-    (setting_roles), else the one this bench sweeps for the engine."""
+    (setting_roles), else the one the kit's analysis module for the engine names."""
     named = (record.get("setting_roles") or {}).get("replay_bound")
-    return str(named) if named else SETTINGS[record["engine"]][1]
+    if named:
+        return str(named)
+    from analysis.compare import sweep_parameters  # noqa: PLC0415  (only for older runs)
+
+    known = sweep_parameters()
+    if record["engine"] not in known:
+        raise SystemExit(
+            f"run {record.get('run_id')}: its run.json names no replay bound (setting_roles) "
+            f"and the kit has no analysis module for engine {record['engine']!r}"
+        )
+    return known[record["engine"]]
 
 
 def figures_of(out: Path, wall_s: float | None = None, cpu_file: Path | None = None) -> FaultRun:

@@ -39,8 +39,10 @@ def test_a_recovery_inside_ospbenchs_range_is_said_to_fall_within_it_and_outside
     flink = next(n for n in notes if n.startswith("Flink: "))
     assert "recovery 21.0 s" in spark and "OSPBench: 20 to 22 s, which this falls within" in spark
     assert "recovery 40.0 s" in flink and "below it" in flink and "unexplained" in flink
-    # Without the engines' restart counts no sentence compares the two.
-    assert not [n for n in notes if "recovered first" in n]
+    # Without the engines' restart counts the comparison names no cause.
+    (compared,) = [n for n in notes if "recovered first" in n]
+    assert compared.endswith("The runs do not account for the difference: it is unexplained.")
+    assert "restarted in" not in compared
 
 
 def test_a_censored_recovery_is_a_lower_bound_and_storm_has_no_reference():
@@ -54,9 +56,10 @@ def test_a_censored_recovery_is_a_lower_bound_and_storm_has_no_reference():
 @pytest.mark.parametrize(
     ("flink_restarts", "spark_restarts", "said"),
     [
-        ((1, 1, 1), (0, 0, 0), "A restart of the whole job is in every Flink recovery"),
+        ((1, 1, 1), (0, 0, 0), "Every Flink recovery includes a restart of its job"),
         ((1, 0, 1), (0, 0, 0), "it is unexplained"),
         ((1, 1, 1), (0, 1, 0), "it is unexplained"),
+        ((1, 1, 1), (0, None, 0), "it is unexplained"),
     ],
 )
 def test_the_engines_are_compared_through_their_restarts_only_when_every_run_shows_it(
@@ -71,11 +74,36 @@ def test_the_engines_are_compared_through_their_restarts_only_when_every_run_sho
     )
     (compared,) = [n for n in notes if "recovered first" in n]
     assert compared.startswith("Spark recovered first here (as OSPBench): Flink 55.0 s, Spark")
-    assert (
-        f"Flink's job restarted in {sum(map(bool, flink_restarts))} of 3 runs and Spark's query "
-        f"restarted in {sum(map(bool, spark_restarts))} of 3 runs"
-    ) in compared
+    if None not in spark_restarts:
+        assert (
+            f"Flink's job restarted in {sum(map(bool, flink_restarts))} of 3 runs and Spark's "
+            f"query restarted in {sum(map(bool, spark_restarts))} of 3 runs"
+        ) in compared
+    else:  # an unknown count is not counted as no restart
+        assert "restarted in" not in compared
     assert said in compared
+
+
+@pytest.mark.parametrize(
+    ("spark", "flink", "said"),
+    [
+        ((21.0, True), (55.0, False), "leaves which one recovered first unsaid"),
+        ((60.0, True), (55.0, False), "Flink recovered first here (unlike OSPBench): Flink "
+         "55.0 s, Spark at least 60.0 s."),
+        ((21.0, False), (55.0, True), "Spark recovered first here"),
+        ((30.0, False), (30.0, False), "Flink and Spark recovered in the same 30.0 s here."),
+        ((40.0, False), (30.0, False), "Flink recovered first here (unlike OSPBench)"),
+    ],
+)  # fmt: skip
+def test_a_lower_bound_decides_which_engine_recovered_first_only_when_it_can(spark, flink, said):
+    notes = three_engine_figures.findings(table_of(spark=spark, flink=flink))
+    assert [n for n in notes if said in n], notes
+    spark_note = next(n for n in notes if n.startswith("Spark: "))
+    if spark == (21.0, True):
+        assert "recovery at least 21.0 s" in spark_note
+        assert "a lower bound cannot be placed in it" in spark_note
+    if spark == (60.0, True):
+        assert "this is above it" in spark_note and "unexplained" in spark_note
 
 
 def test_restarts_after_the_fault_are_counted_from_the_timeline(tmp_path):
@@ -88,18 +116,29 @@ def test_restarts_after_the_fault_are_counted_from_the_timeline(tmp_path):
     )
     run = fault_run("r", 10.0)
     assert three_engine_figures.restarts_after_fault(tmp_path, run) == 2
-    (out / "engine" / "timeline.jsonl").write_text('{"t_ms": 3000, "executors": {}}\n')
+    (out / "engine" / "timeline.jsonl").write_text('{"t_ms": 3000, "executors": {}}\n{"t_m')
+    assert three_engine_figures.restarts_after_fault(tmp_path, run) is None
+    (out / "engine" / "timeline.jsonl").unlink()
     assert three_engine_figures.restarts_after_fault(tmp_path, run) is None
 
 
 def test_a_configuration_is_an_engine_with_its_manifest_settings():
-    config = engine_figures.Config.parse("spark:spark_trigger=continuous,spark_executors=1")
-    assert config.engine == "spark"
-    assert config.settings == {"spark_trigger": "continuous", "spark_executors": "1"}
+    config = engine_figures.Config.parse(
+        "spark:spark_trigger=continuous,p99_limit_ms=5000,spark_executors=1"
+    )
+    assert config.engine == "spark" and config.p99_limit_ms == 5000
+    assert dict(config.settings) == {"spark_trigger": "continuous", "spark_executors": "1"}
     assert config.label == "spark (spark_trigger=continuous, spark_executors=1)"
     assert engine_figures.Config.parse("flink").label == "flink"
+    assert {config: 1}[
+        engine_figures.Config.parse(
+            config.label.replace(" (", ":")[:-1].replace(", ", ",") + ",p99_limit_ms=5000"
+        )
+    ] == 1
     with pytest.raises(argparse.ArgumentTypeError, match="ENGINE:KEY=VALUE"):
         engine_figures.Config.parse("spark:continuous")
+    with pytest.raises(argparse.ArgumentTypeError, match="p99_limit_ms=5000"):
+        engine_figures.Config.parse("spark:p99_limit_ms=5s")
 
 
 def test_the_rate_search_doubles_until_a_run_fails_then_bisects(monkeypatch, capsys):
@@ -124,3 +163,42 @@ def test_the_rate_search_doubles_until_a_run_fails_then_bisects(monkeypatch, cap
     assert [r.rate for r in runs] == [2_000, 4_000, 8_000, 6_000, 5_000, 5_500]
     assert (good, bad) == (5_000, 5_500)
     assert "flink sustainable rate on the test hosts: 5,000/s" in capsys.readouterr().out
+
+
+def test_the_result_file_has_a_row_per_configuration_and_as_many_cells_as_columns(tmp_path):
+    micro = engine_figures.Config.parse("spark:p99_limit_ms=5000")
+    continuous = engine_figures.Config.parse("spark:spark_trigger=continuous")
+
+    def run(config, run_id, rate, p99, overloaded):
+        (tmp_path / run_id).mkdir()
+        record = {
+            "kit_commit": "0123abcd",
+            "kit_dirty": False,
+            "hosts": {"node1": {"os": "Debian 12"}},
+            "settings": {"trigger": dict(config.settings).get("spark_trigger", "micro_batch")},
+        }
+        (tmp_path / run_id / "run.json").write_text(json.dumps(record))
+        return engine_figures.RunFigures(
+            config, run_id, rate, 100.0, p99, 2.25, rate, overloaded, "complete", 90.0
+        )
+
+    steady = {
+        micro: [run(micro, f"m{n}", 2_000, 3_000 + n, False) for n in range(2)],
+        continuous: [run(continuous, "c0", 2_000, 900, None)],
+    }
+    searched = {micro: (2_000.0, 4_000.0, [run(micro, "s0", 4_000, 9_000, True)])}
+    args = argparse.Namespace(
+        results=tmp_path, rate=2_000.0, reps=2, count=60_000, warmup_s=10,
+        search_steady_s=20, search_runs=4, search_from=2_000.0, p99_limit_ms=1_000.0,
+    )  # fmt: skip
+    document = json.loads(json.dumps(engine_figures.result_file(args, steady, searched)))
+    assert document["commit"] == "0123abc" and document["hosts"] == ["node1 Debian 12"]
+    tables = {table["title"]: table for table in document["tables"]}
+    for table in tables.values():
+        assert all(len(row) == len(table["columns"]) for row in table["rows"]), table["title"]
+    latency = tables["Steady-state latency at 2,000 msg/s"]["rows"]
+    assert [row[0] for row in latency] == ["spark", "spark (spark_trigger=continuous)"]
+    assert latency[0][3] == "3,000 (3,000-3,001)" and latency[0][4] == "2.2 (2.2-2.2)"
+    assert latency[1][6] == "unknown" and latency[1][7] == "trigger continuous"
+    assert tables["Sustainable rate"]["rows"] == [["spark", 5000, 2000, 4000, "4,000"]]
+    assert len(tables["Every run"]["rows"]) == 4

@@ -290,6 +290,7 @@ def main(argv: list[str]) -> int:
                     {"t_ms": now_ms(), "event": "restart", "error": str(failure)[:1000]},
                 )
                 stopping.wait(RESTART_DELAY_MS / 1000)
+                progress.last = None  # the failed query's rates are not the new one's
                 query = writer.start()
                 active = query.isActive
             last = progress.last
