@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,12 +127,63 @@ def restarts_after_fault(results: Path, run: FaultRun) -> int | None:
     return max(after) - (before[-1] if before else min(after))
 
 
+# The driver's log lines (Spark's TaskSchedulerImpl and TaskSetManager) for a lost executor and
+# for each task that was running on it.
+LOST_EXECUTOR = re.compile(r"Lost executor \S+ on \S+: (.*)$")
+LOST_TASK = re.compile(r"TaskSetManager: Lost task .*ExecutorLostFailure")
+
+
+def spark_losses(results: Path, run: FaultRun) -> tuple[list[str], int] | None:
+    """The reasons the driver logged for each executor it lost, and how many tasks were lost
+    with them (engine/spark-driver.log); None without the log."""
+    try:
+        text = (results / run.run_id / "engine" / "spark-driver.log").read_text(errors="replace")
+    except OSError:
+        return None
+    lines = text.splitlines()
+    reasons = [m.group(1).strip() for m in map(LOST_EXECUTOR.search, lines) if m]
+    return reasons, sum(1 for line in lines if LOST_TASK.search(line))
+
+
+def spark_finding(runs: list[FaultRun], losses: Callable[[FaultRun], Any]) -> str | None:
+    """What the driver logs say about the killed executor and the tasks lost with it, beside
+    each run's duplicates."""
+    read = [(run, losses(run)) for run in runs]
+    if not read or any(found is None for _, found in read):
+        return None
+    lost_in = [run for run, (reasons, _) in read if reasons]
+    reasons = sorted({reason for _, (found, _) in read for reason in found})
+    with_tasks = [(run, tasks) for run, (_, tasks) in read if tasks]
+    without = [run for run, (_, tasks) in read if not tasks]
+    line = (
+        "Spark: the driver log names the killed executor lost in "
+        f"{len(lost_in)} of {len(read)} runs"
+    )
+    if reasons:
+        line += " (the reason its worker reported: " + "; ".join(f"'{r}'" for r in reasons) + ")"
+    line += f"; tasks lost with it: {sum(t for _, t in with_tasks)}, in {len(with_tasks)} runs."
+    if with_tasks:
+        dups = sum(run.fault_duplicates or 0 for run, _ in with_tasks)
+        line += f" The runs that lost tasks have {dups:,} duplicate records from the fault."
+    if without:
+        dups = sum(run.fault_duplicates or 0 for run in without)
+        line += (
+            f" The {len(without)} run(s) that lost none have {dups:,} duplicate records from the "
+            "fault" + (": nothing was replayed." if dups == 0 else ", unexplained by the logs.")
+        )
+    return line
+
+
 def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
 
 
-def findings(table: Table, restarts: Callable[[FaultRun], int | None] | None = None) -> list[str]:
+def findings(
+    table: Table,
+    restarts: Callable[[FaultRun], int | None] | None = None,
+    losses: Callable[[FaultRun], Any] | None = None,
+) -> list[str]:
     """Each engine's recovery beside OSPBench's, and what in its own timeline the recovery is
     made of; a difference the runs do not account for is said to be unexplained. restarts(run)
     gives how often the engine restarted the job or query after the fault (None: not
@@ -181,6 +233,10 @@ def findings(table: Table, restarts: Callable[[FaultRun], int | None] | None = N
             else:
                 line += f" OSPBench: {low} to {high} s; this is below it.{unexplained}"
         notes.append(line)
+    spark_runs = [r for engine, *_, runs in table if engine == "spark" for r in runs]
+    said = spark_finding(spark_runs, losses) if losses and spark_runs else None
+    if said:
+        notes.append(said)
     flink, spark = recoveries.get("flink"), recoveries.get("spark")
     by_engine = {engine: runs for engine, *_, runs in table}
     if flink and spark:
@@ -254,7 +310,11 @@ def result_file(table: Table, results: Path, description: str) -> dict[str, Any]
                     "A value marked >= is a lower bound: a run ended before it showed it.",
                     "replayed s: the fault's duplicate records divided by the input rate.",
                     OSPBENCH_NOTE,
-                    *findings(table, lambda run: restarts_after_fault(results, run)),
+                    *findings(
+                        table,
+                        lambda run: restarts_after_fault(results, run),
+                        lambda run: spark_losses(results, run),
+                    ),
                     "The test hosts are network namespaces on one machine and share its cores.",
                 ]
                 + (["The kit's tree was dirty when measured."] if dirty else []),

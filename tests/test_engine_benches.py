@@ -202,3 +202,46 @@ def test_the_result_file_has_a_row_per_configuration_and_as_many_cells_as_column
     assert latency[1][6] == "unknown" and latency[1][7] == "trigger continuous"
     assert tables["Sustainable rate"]["rows"] == [["spark", 5000, 2000, 4000, "4,000"]]
     assert len(tables["Every run"]["rows"]) == 4
+
+
+def test_the_spark_finding_reads_the_tasks_lost_with_the_executor_from_the_driver_log(tmp_path):
+    lost = "26/12/07 02:45:34 ERROR TaskSchedulerImpl: Lost executor 0 on 10.77.0.12: {}\n"
+    task = (
+        "26/12/07 02:45:34 WARN TaskSetManager: Lost task 0.0 in stage 6.0 (TID 21) (10.77.0.12 "
+        "executor 0): ExecutorLostFailure (executor 0 exited caused by one of the running tasks)\n"
+    )
+    logs = {
+        "a": lost.format("Command exited with code 137") + task + task,
+        "b": lost.format("Command exited with code 137"),
+        "c": "nothing about executors\n",
+    }
+    for run_id, text in logs.items():
+        (tmp_path / run_id / "engine").mkdir(parents=True)
+        (tmp_path / run_id / "engine" / "spark-driver.log").write_text(text)
+    runs = [
+        fault_run("a", 10.0, engine="spark", fault_duplicates=576),
+        fault_run("b", 10.0, engine="spark", fault_duplicates=0),
+        fault_run("c", 10.0, engine="spark", fault_duplicates=0),
+    ]
+    assert three_engine_figures.spark_losses(tmp_path, runs[0]) == (
+        ["Command exited with code 137"],
+        2,
+    )
+    line = three_engine_figures.spark_finding(
+        runs, lambda run: three_engine_figures.spark_losses(tmp_path, run)
+    )
+    assert line == (
+        "Spark: the driver log names the killed executor lost in 2 of 3 runs (the reason its "
+        "worker reported: 'Command exited with code 137'); tasks lost with it: 2, in 1 runs. "
+        "The runs that lost tasks have 576 duplicate records from the fault. The 2 run(s) that "
+        "lost none have 0 duplicate records from the fault: nothing was replayed."
+    )
+    # A run that lost no task but has duplicates is not explained by the logs.
+    runs[2] = fault_run("c", 10.0, engine="spark", fault_duplicates=7)
+    line = three_engine_figures.spark_finding(
+        runs, lambda run: three_engine_figures.spark_losses(tmp_path, run)
+    )
+    assert line is not None and line.endswith(
+        "7 duplicate records from the fault, unexplained by the logs."
+    )
+    assert three_engine_figures.spark_losses(tmp_path, fault_run("gone", 1.0)) is None
