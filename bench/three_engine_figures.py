@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,79 @@ def spark_losses(results: Path, run: FaultRun) -> tuple[list[str], int] | None:
     return reasons, sum(1 for line in lines if LOST_TASK.search(line))
 
 
+def flink_exceptions(results: Path, run: FaultRun) -> tuple[float, str, int] | None:
+    """From the job's exception history (engine/flink-exceptions.json): seconds from the fault to
+    the first exception at or after it, that exception's first line without its class names, and
+    how many of the later ones are for want of a slot (NoResourceAvailableException). None
+    without the file or any such exception."""
+    out = results / run.run_id
+    try:
+        start = json.loads((out / "summary.json").read_text())["faults"][0]["start_ms"]
+        history = json.loads((out / "engine" / "flink-exceptions.json").read_text())
+        entries = history["exceptionHistory"]["entries"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    after = sorted(
+        (e for e in entries if isinstance(e.get("timestamp"), int) and e["timestamp"] >= start),
+        key=lambda e: e["timestamp"],
+    )
+    if not after:
+        return None
+    first = (after[0].get("stacktrace") or after[0].get("exceptionName") or "").splitlines()
+    message = re.sub(r"^(?:[\w.$]+Exception: )+", "", first[0] if first else "").strip()
+    no_slot = sum("NoResourceAvailableException" in (e.get("stacktrace") or "") for e in after)
+    return (after[0]["timestamp"] - start) / 1000, message, no_slot
+
+
+def flink_finding(runs: list[FaultRun], exceptions: Callable[[FaultRun], Any]) -> str | None:
+    """How the job learnt of the lost TaskManager and what it failed on until whole again, from
+    its exception history."""
+    read = [found for found in map(exceptions, runs) if found]
+    if not read:
+        return None
+    messages = sorted({re.sub(r"id \S+", "id <id>", message) for _, message, _ in read})
+    no_slot = sorted(n for *_, n in read)
+    failures = f"{no_slot[0]}" + (f" to {no_slot[-1]}" if no_slot[-1] != no_slot[0] else "")
+    return (
+        f"Flink, in {len(read)} of {len(runs)} runs with an exception history: the job's first "
+        f"exception after the fault came {span_s(at for at, _, _ in read)} s after it, "
+        + " or ".join(f"'{m}'" for m in messages)
+        + f"; then {failures} failures for want of a slot "
+        "(NoResourceAvailableException) before the engine was whole again "
+        "(engine/flink-exceptions.json)."
+    )
+
+
+def batch_finding(runs: list[FaultRun], batches: Callable[[FaultRun], Any]) -> str | None:
+    """The longest batch after the fault against the batches before it, and when the fault's
+    host had an executor again, over the runs that report them; the cause is not measured."""
+    read = [found for found in map(batches, runs) if found]
+    if not read:
+        return None
+    back = [r["executor_back_s"] for r in read if r["executor_back_s"] == r["executor_back_s"]]
+    line = (
+        f"Spark, in {len(read)} of {len(runs)} runs with progress reports: the longest batch "
+        f"reported in the 60 s after the fault took {span_s(r['longest_s'] for r in read)} s, "
+        f"of which {span_s(r['longest_add_batch_s'] for r in read)} s running its tasks "
+        "(addBatch), against a median batch of "
+        f"{span_s(r['median_before_s'] for r in read)} s in the 20 s before it "
+        "(engine/spark-progress.jsonl)"
+    )
+    if back:
+        line += (
+            f"; the fault's host listed an executor again {span_s(back)} s after the fault "
+            "(the timeline's executors)"
+        )
+    return line + ". What made those batches longer the runs do not measure."
+
+
+def span_s(values: Any) -> str:
+    """One value, or low to high, to a tenth of a second."""
+    known = sorted(values)
+    low, high = known[0], known[-1]
+    return f"{low:.1f}" if round(low, 1) == round(high, 1) else f"{low:.1f} to {high:.1f}"
+
+
 def spark_finding(runs: list[FaultRun], losses: Callable[[FaultRun], Any]) -> str | None:
     """What the driver logs say about the killed executor and the tasks lost with it, beside
     each run's duplicates."""
@@ -174,6 +248,59 @@ def spark_finding(runs: list[FaultRun], losses: Callable[[FaultRun], Any]) -> st
     return line
 
 
+def spark_batches(results: Path, run: FaultRun) -> dict[str, float] | None:
+    """Around the fault, from the query's own progress reports (engine/spark-progress.jsonl,
+    durationMs per batch, by when each was reported): the median batch in the 20 s before the
+    fault, the longest reported in the 60 s from it with its addBatch (running the batch's
+    tasks), all in seconds, and when the fault's host listed an executor again (the timeline).
+    None without progress reports on both sides of the fault."""
+    out = results / run.run_id
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+        fault = summary["faults"][0]
+        start, host = int(fault["start_ms"]), fault.get("host")
+        record = json.loads((out / "run.json").read_text())
+        progress = (out / "engine" / "spark-progress.jsonl").read_text().splitlines()
+        timeline = (out / "engine" / "timeline.jsonl").read_text().splitlines()
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+    before, after = [], []
+    for line in progress:
+        try:
+            entry = json.loads(line)
+            took = entry["progress"]["durationMs"]
+            at = int(entry["t_ms"]) - start
+        except (ValueError, KeyError, TypeError):
+            continue  # not a progress report, or a line cut when the run stopped
+        if -20_000 <= at < 0:
+            before.append(took.get("triggerExecution", 0) / 1000)
+        elif 0 <= at < 60_000:
+            after.append((took.get("triggerExecution", 0) / 1000, took.get("addBatch", 0) / 1000))
+    if not before or not after:
+        return None
+    longest = max(after)
+    hosts = record.get("hosts") or []
+    address = next((h.get("address") for h in hosts if h.get("name") == host), None)
+    back = None
+    for line in timeline:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        at = entry.get("t_ms", 0) - start
+        lost = at > 0 and address is not None and not (entry.get("executors") or {}).get(address)
+        if lost:
+            back = None
+        elif at > 0 and back is None and address is not None and "executors" in entry:
+            back = at / 1000
+    return {
+        "median_before_s": statistics.median(before),
+        "longest_s": longest[0],
+        "longest_add_batch_s": longest[1],
+        "executor_back_s": back if back is not None else float("nan"),
+    }
+
+
 def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
@@ -183,6 +310,8 @@ def findings(
     table: Table,
     restarts: Callable[[FaultRun], int | None] | None = None,
     losses: Callable[[FaultRun], Any] | None = None,
+    batches: Callable[[FaultRun], Any] | None = None,
+    exceptions: Callable[[FaultRun], Any] | None = None,
 ) -> list[str]:
     """Each engine's recovery beside OSPBench's, and what in its own timeline the recovery is
     made of; a difference the runs do not account for is said to be unexplained. restarts(run)
@@ -235,6 +364,13 @@ def findings(
         notes.append(line)
     spark_runs = [r for engine, *_, runs in table if engine == "spark" for r in runs]
     said = spark_finding(spark_runs, losses) if losses and spark_runs else None
+    if said:
+        notes.append(said)
+    said = batch_finding(spark_runs, batches) if batches and spark_runs else None
+    if said:
+        notes.append(said)
+    flink_runs = [r for engine, *_, runs in table if engine == "flink" for r in runs]
+    said = flink_finding(flink_runs, exceptions) if exceptions and flink_runs else None
     if said:
         notes.append(said)
     flink, spark = recoveries.get("flink"), recoveries.get("spark")
@@ -314,6 +450,8 @@ def result_file(table: Table, results: Path, description: str) -> dict[str, Any]
                         table,
                         lambda run: restarts_after_fault(results, run),
                         lambda run: spark_losses(results, run),
+                        lambda run: spark_batches(results, run),
+                        lambda run: flink_exceptions(results, run),
                     ),
                     "The test hosts are network namespaces on one machine and share its cores.",
                 ]

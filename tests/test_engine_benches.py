@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import engine_figures  # noqa: E402
 import three_engine_figures  # noqa: E402
+from fault_figures import FaultRun  # noqa: E402
 from test_fault_figures import fault_run  # noqa: E402
 
 
@@ -245,3 +246,114 @@ def test_the_spark_finding_reads_the_tasks_lost_with_the_executor_from_the_drive
         "7 duplicate records from the fault, unexplained by the logs."
     )
     assert three_engine_figures.spark_losses(tmp_path, fault_run("gone", 1.0)) is None
+
+
+def write_run(root: Path, run_id: str, files: dict[str, object]) -> FaultRun:
+    """A run directory of the given files (JSON for dicts, lines of JSON for lists)."""
+    for name, content in files.items():
+        path = root / run_id / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, list):
+            path.write_text("".join(json.dumps(line) + "\n" for line in content))
+        else:
+            path.write_text(json.dumps(content))
+    return fault_run(run_id, 10.0, engine="spark")
+
+
+def test_the_batches_around_a_spark_fault_and_when_its_host_had_an_executor_again(tmp_path):
+    start = 100_000
+
+    def batch(at_s, took_s, add_s):
+        return {
+            "t_ms": start + int(at_s * 1000),
+            "event": "progress",
+            "progress": {
+                "durationMs": {"triggerExecution": took_s * 1000, "addBatch": add_s * 1000}
+            },
+        }
+
+    def line(at_s, executors):
+        return {"t_ms": start + int(at_s * 1000), "executors": executors}
+
+    run = write_run(
+        tmp_path,
+        "s",
+        {
+            "summary.json": {"faults": [{"start_ms": start, "host": "node2"}]},
+            "run.json": {"hosts": [{"name": "node2", "address": "10.0.0.2"}]},
+            "engine/spark-progress.jsonl": [
+                batch(-30, 9, 9),  # before the 20 s window: not counted
+                batch(-15, 1, 0.5),
+                batch(-10, 2, 1),
+                batch(-5, 1.5, 1),
+                {"t_ms": start, "event": "committed", "batch": 3},
+                batch(8, 8.8, 8.4),
+                batch(24, 12.2, 11.3),
+                batch(70, 30, 30),  # after the 60 s window
+            ],
+            "engine/timeline.jsonl": [
+                line(-1, {"10.0.0.2": 1, "10.0.0.3": 1}),
+                line(2, {"10.0.0.3": 1}),
+                line(5, {"10.0.0.2": 0, "10.0.0.3": 1}),
+                line(10.3, {"10.0.0.2": 1, "10.0.0.3": 1}),
+                line(12, {"10.0.0.2": 1, "10.0.0.3": 1}),
+            ],
+        },
+    )
+    found = three_engine_figures.spark_batches(tmp_path, run)
+    assert found == {
+        "median_before_s": 1.5,
+        "longest_s": 12.2,
+        "longest_add_batch_s": 11.3,
+        "executor_back_s": 10.3,
+    }
+    said = three_engine_figures.batch_finding(
+        [run, fault_run("gone", 1.0)], lambda r: found if r is run else None
+    )
+    assert said == (
+        "Spark, in 1 of 2 runs with progress reports: the longest batch reported in the 60 s "
+        "after the fault took 12.2 s, of which 11.3 s running its tasks (addBatch), against a "
+        "median batch of 1.5 s in the 20 s before it (engine/spark-progress.jsonl); the fault's "
+        "host listed an executor again 10.3 s after the fault (the timeline's executors). What "
+        "made those batches longer the runs do not measure."
+    )
+    assert three_engine_figures.spark_batches(tmp_path, fault_run("gone", 1.0)) is None
+
+
+def test_how_flink_learnt_of_the_lost_taskmanager_from_its_exception_history(tmp_path):
+    start = 100_000
+    lost = (
+        "org.apache.flink.runtime.resourcemanager.exceptions.ResourceManagerException: "
+        "TaskManager with id 10.77.0.12:6130-58a809 is no longer reachable.\n\tat ..."
+    )
+    no_slot = "java.util.concurrent.CompletionException: ... NoResourceAvailableException: ..."
+    entries = [
+        {"timestamp": start - 5_000, "stacktrace": "an earlier failure"},
+        {"timestamp": start + 14_856, "stacktrace": no_slot},
+        {"timestamp": start + 12_633, "stacktrace": lost},
+        {"timestamp": start + 15_000, "stacktrace": no_slot},
+    ]
+    run = write_run(
+        tmp_path,
+        "f",
+        {
+            "summary.json": {"faults": [{"start_ms": start}]},
+            "engine/flink-exceptions.json": {"exceptionHistory": {"entries": entries}},
+        },
+    )
+    found = three_engine_figures.flink_exceptions(tmp_path, run)
+    assert found == (
+        12.633,
+        "TaskManager with id 10.77.0.12:6130-58a809 is no longer reachable.",
+        2,
+    )
+    other = (15.3, "TaskManager with id 10.77.0.13:6130-aaaaaa is no longer reachable.", 16)
+    answers = iter([found, other])
+    said = three_engine_figures.flink_finding([run, run], lambda _: next(answers))
+    assert said == (
+        "Flink, in 2 of 2 runs with an exception history: the job's first exception after the "
+        "fault came 12.6 to 15.3 s after it, 'TaskManager with id <id> is no longer reachable.'; "
+        "then 2 to 16 failures for want of a slot (NoResourceAvailableException) before the "
+        "engine was whole again (engine/flink-exceptions.json)."
+    )
+    assert three_engine_figures.flink_exceptions(tmp_path, fault_run("gone", 1.0)) is None
