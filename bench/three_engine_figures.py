@@ -146,6 +146,54 @@ def spark_losses(results: Path, run: FaultRun) -> tuple[list[str], int] | None:
     return reasons, sum(1 for line in lines if LOST_TASK.search(line))
 
 
+def latency_finding(table: Table, batches: Callable[[FaultRun], Any] | None) -> list[str]:
+    """Each engine's steady p50 before the fault; Spark's set against its own batches (a record
+    waits for the next batch to start, half a batch on average, then for at most its whole batch:
+    above half a median batch, at most one and a half), the others said to be unexplained."""
+    notes = []
+    p50 = {engine: _mean([r.before_p50 for r in runs if r.counted]) for engine, *_, runs in table}
+    known = {engine: value for engine, value in p50.items() if value is not None}
+    if len(known) < 2:
+        return notes
+    listed = ", ".join(f"{engine.capitalize()} {value:,.0f} ms" for engine, value in known.items())
+    others = [engine.capitalize() + "'s" for engine in known if engine != "spark"]
+    notes.append(
+        f"Steady p50 before the fault: {listed}, at the same input rate."
+        + (
+            f" Where {' and '.join(others)} time goes the runs did not sample: "
+            + ("their difference is" if len(others) > 1 else "it is")
+            + " unexplained by them."
+            if others
+            else ""
+        )
+    )
+    spark = next((runs for engine, *_, runs in table if engine == "spark"), None)
+    if spark and batches:
+        checked = [
+            (run.before_p50, found["median_before_s"] * 1000)
+            for run in spark
+            if run.counted and run.before_p50 is not None
+            for found in [batches(run)]
+            if found
+        ]
+        if checked:
+            within = sum(d / 2 < p <= 1.5 * d for p, d in checked)
+            notes.append(
+                "Spark: a record waits for the next batch to start, half a batch on average, "
+                "then for at most its whole batch until it is written, so its steady p50 should "
+                "lie above half a median batch and at most one and a half: in "
+                f"{within} of {len(checked)} runs it does "
+                f"(p50 {span_s(p / 1000 for p, _ in checked)} s, median batch "
+                f"{span_s(d / 1000 for _, d in checked)} s)"
+                + (
+                    "."
+                    if within == len(checked)
+                    else "; the other runs' p50 is unexplained by their batches."
+                )
+            )
+    return notes
+
+
 def flink_exceptions(results: Path, run: FaultRun) -> tuple[float, str, int] | None:
     """From the job's exception history (engine/flink-exceptions.json): seconds from the fault to
     the first exception at or after it, that exception's first line without its class names, and
@@ -369,6 +417,18 @@ def findings(
     said = batch_finding(spark_runs, batches) if batches and spark_runs else None
     if said:
         notes.append(said)
+    notes.extend(latency_finding(table, batches))
+    replayed = {
+        engine: _mean([r.replayed_s for r in runs if r.counted]) for engine, *_, runs in table
+    }
+    shown = {engine: value for engine, value in replayed.items() if value is not None}
+    if len(shown) > 1:
+        notes.append(
+            "Replayed per fault: "
+            + ", ".join(f"{engine.capitalize()} {value:.1f} s" for engine, value in shown.items())
+            + ". Which records each engine replayed the runs do not record (beyond Spark's "
+            "tasks lost, above): the differences are unexplained by them."
+        )
     flink_runs = [r for engine, *_, runs in table if engine == "flink" for r in runs]
     said = flink_finding(flink_runs, exceptions) if exceptions and flink_runs else None
     if said:

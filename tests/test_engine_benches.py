@@ -357,3 +357,28 @@ def test_how_flink_learnt_of_the_lost_taskmanager_from_its_exception_history(tmp
         "engine was whole again (engine/flink-exceptions.json)."
     )
     assert three_engine_figures.flink_exceptions(tmp_path, fault_run("gone", 1.0)) is None
+
+
+def test_spark_latency_is_set_against_its_batches_and_the_rest_is_unexplained():
+    runs = {
+        "flink": [fault_run("f", 40.0, before_p50=90)],
+        "spark": [
+            fault_run("s1", 10.0, engine="spark", before_p50=1_300),  # batch 1.2 s: within
+            fault_run("s2", 10.0, engine="spark", before_p50=2_100),  # batch 1.9 s: within
+            fault_run("s3", 10.0, engine="spark", before_p50=3_100),  # batch 2.0 s: above 3.0
+        ],
+    }
+    table = [(engine, "kill", "knob", 1, chosen) for engine, chosen in runs.items()]
+    batch = {"s1": 1.2, "s2": 1.9, "s3": 2.0}
+    notes = three_engine_figures.latency_finding(
+        table, lambda run: {"median_before_s": batch[run.run_id]}
+    )
+    assert notes[0] == (
+        "Steady p50 before the fault: Flink 90 ms, Spark 2,167 ms, at the same input rate. Where "
+        "Flink's time goes the runs did not sample: it is unexplained by them."
+    )
+    assert notes[1].endswith(
+        "in 2 of 3 runs it does (p50 1.3 to 3.1 s, median batch 1.2 to 2.0 s); the other runs' "
+        "p50 is unexplained by their batches."
+    )
+    assert three_engine_figures.latency_finding(table[:1], None) == []
