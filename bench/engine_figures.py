@@ -351,7 +351,9 @@ def result_file(
                     for config, (good, bad, runs) in searched.items()
                 ],
                 "notes": [
-                    "An empty cell: no rate tried passed (sustainable) or failed (lowest failing).",
+                    "An empty cell: no rate tried passed (sustainable) or failed (lowest "
+                    "failing); with no rate failed, the sustainable rate is a lower bound. The "
+                    "producer's send lag at each rate is in the runs' table.",
                     *(
                         [
                             "Not monotone: a rate passed above one that failed for "
