@@ -419,13 +419,7 @@ def main() -> None:
         if args.search_runs
         else {}
     )
-    document = result_file(args, steady, searched)
-    for part in document["tables"]:
-        print(f"\n{part['title']}\n{fault_figures.markdown(part['columns'], part['rows'])}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "engine-figures.json"
-    out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
+    fault_figures.write_result(result_file(args, steady, searched), args.out, "engine-figures.json")
 
 
 if __name__ == "__main__":

@@ -361,6 +361,57 @@ def markdown(columns: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def study_description(run_dirs: list[Path], reps: list[int], per: str, how: str = "") -> str:
+    """What a study's fault runs were, from their run.json parameters: each value the runs had
+    (a run directory set the bench did not make, say), then how the table's seconds are read."""
+    records = [json.loads((out / "run.json").read_text()) for out in run_dirs]
+
+    def agreed(key: str, spec: str = "") -> str:
+        values = sorted({r["parameters"].get(key) for r in records}, key=str)
+        return " or ".join(format(v, spec) if v is not None else "default" for v in values)
+
+    return (
+        f"{agreed('count', ',')} messages at {agreed('rate', ',.0f')}/s, {how}the worker process "
+        f"killed {agreed('fault_at_s')} s in, {agreed('recovery_window_s')} s of producing after "
+        f"the fault (recovery_window_s), {'/'.join(map(str, sorted(set(reps))))} repetitions per "
+        f"{per}. Seconds from the fault's start on the driver clock, mean (min-max) over the runs "
+        "neither flagged overloaded before the fault nor with a wall clock that moved; verdicts "
+        "and loss over every run."
+    )
+
+
+def study_runs_from_arguments(
+    description: str, runs: str, out: Path, argv: list[str] | None
+) -> tuple[argparse.ArgumentParser, argparse.Namespace, list[Path]]:
+    """A study-figures script's command line (--from-results, --runs, --out) and the summarised
+    run directories it names; stops with a message when there are none."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--from-results", type=Path, required=True, help="the study's results")
+    parser.add_argument("--runs", default=runs, help="which run directories")
+    parser.add_argument("--out", type=Path, default=out)
+    args = parser.parse_args(argv)
+    done = summarised_runs(args.from_results, args.runs)
+    if not done:
+        parser.error(f"no summarised run matches {args.from_results / args.runs}")
+    return parser, args, done
+
+
+def summarised_runs(results: Path, pattern: str) -> list[Path]:
+    """The run directories under results matching pattern that the analysis summarised."""
+    return sorted(out.parent for out in results.glob(f"{pattern}/summary.json"))
+
+
+def write_result(document: dict[str, Any], out_dir: Path, name: str) -> Path:
+    """Print a result file's tables and write it as out_dir/name (docs/bench-results.md)."""
+    for part in document["tables"]:
+        print(f"\n{part['title']}\n{markdown(part['columns'], part['rows'])}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / name
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
+    return out
+
+
 def _git(*words: str) -> str:
     done = subprocess.run(
         ["git", *words], cwd=lab_playbooks.REPO, capture_output=True, text=True, check=False

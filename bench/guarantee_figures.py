@@ -24,14 +24,13 @@ describe that lab, not a real cluster.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import fault_figures
-from fault_figures import FaultRun, figures_of, group_row, markdown, run_row
+from fault_figures import FaultRun, figures_of, group_row, run_row
 
 GUARANTEES = ("at_most_once", "at_least_once", "exactly_once")
 AXIS = "guarantee"
@@ -65,23 +64,8 @@ def load(run_dirs: list[Path]) -> Table:
 
 
 def description(run_dirs: list[Path], table: Table) -> str:
-    records = [json.loads((out / "run.json").read_text()) for out in run_dirs]
-
-    def agreed(key: str, spec: str = "") -> str:
-        """The runs' value, or each value they had (a run directory set the bench did not
-        make, say)."""
-        values = sorted({r["parameters"].get(key) for r in records}, key=str)
-        return " or ".join(format(v, spec) if v is not None else "default" for v in values)
-
-    reps = sorted({len(runs) for *_, runs in table})
-    return (
-        f"{agreed('count', ',')} messages at {agreed('rate', ',.0f')}/s, the worker process killed "
-        f"{agreed('fault_at_s')} s in, {agreed('recovery_window_s')} s of producing after the "
-        f"fault (recovery_window_s), {'/'.join(map(str, reps))} repetitions per engine and "
-        "guarantee. Seconds from the fault's start on the driver clock, mean (min-max) over "
-        "the runs neither flagged overloaded before the fault nor with a wall clock that moved; "
-        "verdicts and loss over every run."
-    )
+    reps = [len(runs) for *_, runs in table]
+    return fault_figures.study_description(run_dirs, reps, "engine and guarantee")
 
 
 LOSS_COLUMNS = [
@@ -300,22 +284,13 @@ def result_file(run_dirs: list[Path], table: Table, results: Path) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from-results", type=Path, required=True, help="the study's results")
-    parser.add_argument("--runs", default="guarantees-lab-*", help="which run directories")
-    parser.add_argument("--out", type=Path, default=Path("bench/out/guarantees"))
-    args = parser.parse_args(argv)
-    done = sorted(out.parent for out in args.from_results.glob(f"{args.runs}/summary.json"))
-    if not done:
-        parser.error(f"no summarised run matches {args.from_results / args.runs}")
+    _, args, done = fault_figures.study_runs_from_arguments(
+        __doc__.splitlines()[0], "guarantees-lab-*", Path("bench/out/guarantees"), argv
+    )
     table = load(done)
-    document = result_file(done, table, args.from_results)
-    for part in document["tables"]:
-        print(f"\n{part['title']}\n{markdown(part['columns'], part['rows'])}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "guarantee-figures.json"
-    out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
+    fault_figures.write_result(
+        result_file(done, table, args.from_results), args.out, "guarantee-figures.json"
+    )
     return 0
 
 

@@ -19,7 +19,6 @@ describe that lab, not a real cluster.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import fault_figures
-from fault_figures import FaultRun, figures_of, group_row, markdown, replay_bound_of, run_row
+from fault_figures import FaultRun, figures_of, group_row, replay_bound_of, run_row
 
 # OSPBench's fault-recovery study (van Dongen and Van den Poel, "A Performance Analysis of Fault
 # Recovery in Stream Processing Frameworks", IEEE Access 9, 2021), worker failure: the recovery
@@ -541,32 +540,14 @@ def result_file(table: Table, results: Path, description: str) -> dict[str, Any]
 
 
 def describe(run_dirs: list[Path], table: Table) -> str:
-    records = [json.loads((out / "run.json").read_text()) for out in run_dirs]
-
-    def agreed(key: str, spec: str = "") -> str:
-        values = sorted({r["parameters"].get(key) for r in records}, key=str)
-        return " or ".join(format(v, spec) if v is not None else "default" for v in values)
-
-    reps = sorted({len(runs) for *_, runs in table})
-    return (
-        f"{agreed('count', ',')} messages at {agreed('rate', ',.0f')}/s, at least once, the "
-        f"worker process killed {agreed('fault_at_s')} s in, {agreed('recovery_window_s')} s of "
-        f"producing after the fault, {'/'.join(map(str, reps))} repetitions per engine. Seconds "
-        "from the fault's start on the driver clock, mean (min-max) over the runs neither "
-        "flagged overloaded before the fault nor with a wall clock that moved; verdicts and "
-        "loss over every run."
-    )
+    reps = [len(runs) for *_, runs in table]
+    return fault_figures.study_description(run_dirs, reps, "engine", "at least once, ")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from-results", type=Path, required=True, help="the study's results")
-    parser.add_argument("--runs", default="three-engines-*", help="which run directories")
-    parser.add_argument("--out", type=Path, default=Path("bench/out/three-engines"))
-    args = parser.parse_args(argv)
-    done = sorted(out.parent for out in args.from_results.glob(f"{args.runs}/summary.json"))
-    if not done:
-        parser.error(f"no summarised run matches {args.from_results / args.runs}")
+    parser, args, done = fault_figures.study_runs_from_arguments(
+        __doc__.splitlines()[0], "three-engines-*", Path("bench/out/three-engines"), argv
+    )
     unequal = [
         out.name
         for out in done
@@ -580,14 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     table = load(args.from_results, done)
     document = result_file(table, args.from_results, describe(done, table))
-    for part in document["tables"]:
-        print(f"\n{part['title']}\n{markdown(part['columns'], part['rows'])}")
     for note in document["tables"][0]["notes"]:
         print(f"- {note}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "three-engine-figures.json"
-    out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"\nwrote {out} (copy it to bench/results/ to publish it)")
+    fault_figures.write_result(document, args.out, "three-engine-figures.json")
     return 0
 
 
