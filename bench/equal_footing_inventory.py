@@ -33,7 +33,7 @@ def write(out: Path) -> Path:
     variables = yaml.safe_load((LAB / "group_vars" / "all.yml").read_text()) or {}
     variables.update(EQUAL_FOOTING)
     (out / "group_vars" / "all.yml").write_text(
-        "# Written by bench/equal_footing_inventory.py from inventory/lab: do not edit.\n"
+        "---\n# Written by bench/equal_footing_inventory.py from inventory/lab: do not edit.\n"
         + yaml.safe_dump(variables, sort_keys=False)
     )
     return out / "hosts.yml"
