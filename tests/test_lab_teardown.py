@@ -86,16 +86,21 @@ def data_entries(address: str) -> set[str]:
     return set(done.stdout.split())
 
 
-def task_output(output: str, task_name: str) -> str:
-    """What the playbook printed for the last task of that name (stripped): the lines between its
-    TASK header and the next header; empty when no such task ran."""
+def task_outputs(output: str, task_name: str) -> list[str]:
+    """What the playbook printed for each task of that name, in order (stripped): the lines
+    between its TASK header and the next header."""
     headers = list(re.finditer(r"^(?:TASK|RUNNING HANDLER|PLAY)\b(.*)$", output, re.MULTILINE))
     wanted = re.compile(rf" \[(?:[^\]]* : )?{re.escape(task_name)}\] \**")
-    for index in reversed(range(len(headers))):
-        if wanted.fullmatch(headers[index].group(1)):
-            end = headers[index + 1].start() if index + 1 < len(headers) else len(output)
-            return output[headers[index].end() : end].strip()
-    return ""
+    return [
+        output[header.end() : (later.start() if later else len(output))].strip()
+        for header, later in zip(headers, [*headers[1:], None], strict=True)
+        if wanted.fullmatch(header.group(1))
+    ]
+
+
+def task_output(output: str, task_name: str) -> str:
+    """What the playbook printed for the last task of that name; empty when no such task ran."""
+    return (task_outputs(output, task_name) or [""])[-1]
 
 
 def flink_jobs(lab: dict[str, str], tls: bool | None = None) -> dict[str, str]:
@@ -238,8 +243,9 @@ def test_teardown_lists_then_cleans_what_it_reaches_and_redeploy_brings_the_lab_
         partial.output[-6000:]
     )
     # ... stopped the Spark application's driver on the master host, before the master itself
-    # was stopped: no process of it is left there ...
-    stopping = task_output(partial.output, "Stop the kit's drivers on the master host")
+    # was stopped (the teardown lists what is left afterwards, skipping the stop): no process of
+    # it is left there ...
+    stopping = "\n".join(task_outputs(partial.output, "Stop the kit's drivers on the master host"))
     assert re.search(rf"^changed: \[node1[^\]]*\] => \(item={spark_app}\)", stopping, re.M), (
         stopping or partial.output[-6000:]
     )
