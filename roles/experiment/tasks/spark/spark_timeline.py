@@ -6,10 +6,10 @@
 Each line (engine/timeline.jsonl, docs/results.md): t_ms (this host's clock); from the master
 (GET /json/): the workers alive and the application's state and cores; from the driver's status
 file (a line a second, written by the job): whether the query is active, its last committed
-batch id and rates, its executors per host and how often it was started again; and healthy (the
-application RUNNING, the query active, the driver's status fresh and at least N executors). A
-request that failed is noted in "error" (and healthy false); sampling goes on. Standard library
-only.
+batch id, the newest progress report's batch id, duration, rates and end offsets, its executors
+per host and how often it was started again; and healthy (the application RUNNING, the query
+active, the driver's status fresh and at least N executors). A request that failed is noted in
+"error" (and healthy false); sampling goes on. Standard library only.
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def sample(url: str, app_name: str, status_file: Path, wanted: int, now_ms: int)
         batch_id=(status or {}).get("batch_id"),
         input_rows_per_s=(status or {}).get("input_rows_per_s"),
         processed_rows_per_s=(status or {}).get("processed_rows_per_s"),
+        progress_batch_id=(status or {}).get("progress_batch_id"),
+        batch_duration_ms=(status or {}).get("batch_duration_ms"),
+        end_offsets=(status or {}).get("end_offsets"),
         executors=dict(sorted(Counter(e.get("host") for e in executors).items())),
         restarts=(status or {}).get("restarts"),
     )

@@ -59,6 +59,38 @@ def append(path: Path, line: dict[str, Any]) -> None:
         out.write(text)
 
 
+def progress_fields(last: dict[str, Any] | None) -> dict[str, Any]:
+    """What the status line carries of the newest progress report: its batch, how long the batch
+    took end to end, its rates and where each source's reading ended (topic -> partition ->
+    offset), so the timeline shows a slow batch or a stalled offset without the whole report."""
+    if not last:
+        return {
+            "progress_batch_id": None,
+            "batch_duration_ms": None,
+            "input_rows_per_s": None,
+            "processed_rows_per_s": None,
+            "end_offsets": None,
+        }
+    ends: dict[str, Any] = {}
+    for source in last.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):  # Spark gives a source's offsets as JSON text
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, dict):
+            for topic, partitions in end.items():
+                ends.setdefault(topic, {}).update(partitions)
+    return {
+        "progress_batch_id": last.get("batchId"),
+        "batch_duration_ms": (last.get("durationMs") or {}).get("triggerExecution"),
+        "input_rows_per_s": last.get("inputRowsPerSecond"),
+        "processed_rows_per_s": last.get("processedRowsPerSecond"),
+        "end_offsets": ends or None,
+    }
+
+
 class Progress(StreamingQueryListener):
     """Keeps every progress report of the query (micro-batch only: a continuous query reports
     none)."""
@@ -304,8 +336,7 @@ def main(argv: list[str]) -> int:
                     "t_ms": now_ms(),
                     "query_active": active,
                     "batch_id": committed if committed >= 0 else None,
-                    "input_rows_per_s": last.get("inputRowsPerSecond") if last else None,
-                    "processed_rows_per_s": last.get("processedRowsPerSecond") if last else None,
+                    **progress_fields(last),
                     "executors": executors(spark),
                     "commit_error": commits.error,
                     "restarts": restarts,
