@@ -128,6 +128,14 @@ def test_an_executor_killed_mid_run_loses_nothing_after_an_interrupted_run_was_s
     assert after[lost]["healthy"] is False
     back = next(line for line in after[lost:] if line["executors"].get(target) == 1)
     assert back["healthy"] is True
+    # Each micro-batch's duration and where it read up to, from the driver's progress reports:
+    # the input topic's offsets only grow, and end past every message (the probe's are there
+    # too).
+    batches = [line for line in timeline if line.get("progress_batch_id") is not None]
+    assert batches and all(line["batch_duration_ms"] > 0 for line in batches)
+    read_to = [sum(line["end_offsets"][record["parameters"]["input_topic"]].values())
+               for line in batches]  # fmt: skip
+    assert read_to == sorted(read_to) and read_to[-1] >= COUNT
     # The settings the query ran with, read back from the driver's own account.
     settings = record["settings"]
     assert record["settings_read_from"]["network_timeout"].startswith("spark-job.json")
