@@ -35,6 +35,8 @@ from typing import Any
 import fault_figures
 import lab_playbooks
 
+from analysis.study.capacity import CapacitySpec, Trial, search
+
 P99_LIMIT_MS = 1000
 # In a configuration, the rate search's own bound for it, not a setting of the engine.
 BOUND_KEY = "p99_limit_ms"
@@ -89,9 +91,6 @@ class RunFigures:
     overloaded: bool | None
     status: str
     wall_s: float
-
-    def sustainable(self, p99_limit_ms: float) -> bool:
-        return self.status == "complete" and self.overloaded is False and self.p99 < p99_limit_ms
 
 
 def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Path) -> RunFigures:
@@ -176,31 +175,28 @@ def repetitions(config: Config, args: argparse.Namespace) -> list[RunFigures]:
 def sustainable_rate(
     config: Config, args: argparse.Namespace
 ) -> tuple[float | None, float | None, list[RunFigures]]:
-    """Double the rate until a run fails the criterion, then bisect; at most search_runs runs.
+    """The study's capacity search (analysis/study/capacity.py) over this bench's runs.
     Returns the highest rate that passed, the lowest that failed, and the runs."""
     limit = config.p99_limit_ms if config.p99_limit_ms is not None else args.p99_limit_ms
-    good: float | None = None
-    bad: float | None = None
-    rate = args.search_from
-    runs = []
-    for _ in range(args.search_runs):
-        # Long enough for the warm-up plus at least search_steady_s of steady state at every rate.
-        count = int(rate * (args.warmup_s + args.search_steady_s))
-        figures = run_once(config, count, rate, args.warmup_s, args.results)
+    spec = CapacitySpec(
+        p99_bound_ms=limit,
+        from_rate=args.search_from,
+        runs=args.search_runs,
+        steady_s=args.search_steady_s,
+        warmup_s=args.warmup_s,
+    )
+    runs: list[RunFigures] = []
+
+    def measure(rate: float) -> Trial:
+        figures = run_once(config, spec.count(rate), rate, args.warmup_s, args.results)
         runs.append(figures)
-        if figures.sustainable(limit):
-            good = rate if good is None else max(good, rate)
-        else:
-            bad = rate if bad is None else min(bad, rate)
-        if bad is None:
-            rate *= 2
-        elif good is None:
-            rate = bad / 2
-        else:
-            rate = (good + bad) / 2
-        rate = max(float(round(rate, -2)), 100.0)
-        if rate in {r.rate for r in runs}:
-            break  # the bisection has closed to the search's step
+        return Trial(
+            figures.run_id, rate, figures.status, figures.overloaded, figures.p50, figures.p99,
+            figures.send_lag_p99, figures.output_rate, figures.wall_s,
+        )  # fmt: skip
+
+    found = search(measure, spec)
+    good, bad = found.rate, found.lowest_failing
     print(
         f"{config.label} sustainable rate on the test hosts: "
         f"{f'{good:,.0f}/s' if good is not None else 'none found'} "

@@ -12,10 +12,12 @@ import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from analysis.study import kit as kit_module
 from analysis.study import plan as plan_module
 from analysis.study import spec as spec_module
+from analysis.study.capacity import rate_at
 from analysis.study.progress import duration_text
 from analysis.study.runner import (
     COMPLETE,
@@ -88,6 +90,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def recorded_rates(spec: spec_module.StudySpec, record: dict[str, Any]) -> dict[str, float]:
+    """Under load:, the rates from the capacities an earlier start measured (the runner measures
+    any that are missing before the first run)."""
+    if spec.load is None:
+        return {}
+    capacity = record.get("capacity") or {}
+    return {
+        engine: rate_at(spec.load, float(capacity[engine]["rate"]))
+        for engine in spec.engines
+        if (capacity.get(engine) or {}).get("rate")
+    }
+
+
 def error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -103,6 +118,27 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
     print(f"results: {runner.results_dir}/<run id>, report in {runner.study_dir}")
     for value in plan.scaled:
         print(f"  scaled {value.key}: {value.before} -> {value.after}")
+    capacity = plan.spec.capacity
+    if capacity is not None:
+        measured = (runner.load_record() or {}).get("capacity") or {}
+        for engine in plan.spec.engines:
+            rate = (measured.get(engine) or {}).get("rate")
+            if rate:
+                print(f"  capacity of {engine}: {rate:,.0f}/s, measured by an earlier start")
+            else:
+                longest = capacity.runs * (capacity.warmup_s + capacity.steady_s)
+                print(
+                    f"  capacity of {engine}: to measure first, at most {capacity.runs} "
+                    f"fault-free runs of {capacity.warmup_s + capacity.steady_s} s of producing "
+                    f"from {capacity.from_rate:,.0f}/s (at most {duration_text(longest)} of "
+                    "producing, plus each run's overhead; in the estimate below)"
+                )
+    if plan.spec.load is not None:
+        rates = ", ".join(f"{e} {r:,.0f}/s" for e, r in plan.rates.items()) or "not known yet"
+        print(
+            f"  load {plan.spec.load:g} of each engine's capacity, {plan.spec.produce_s} s of "
+            f"producing per run: {rates}"
+        )
     width = max(len(run.run_id) for run in plan.runs)
     for position, run in enumerate(plan.runs, start=1):
         status = run_status(runner.results_dir / run.run_id)
@@ -153,7 +189,9 @@ def main(
             order_seed, seed_note = record["order_seed"], "recorded when the study first started"
         else:
             order_seed, seed_note = secrets.randbelow(2**31), "new; recorded in study.json"
-        plan = plan_module.make_plan(spec, kit, args.scale, order_seed)
+        plan = plan_module.make_plan(
+            spec, kit, args.scale, order_seed, recorded_rates(spec, record)
+        )
     except (kit_module.KitError, spec_module.SpecError, StudyError) as problem:
         return error(str(problem))
     if args.inventory is not None:
@@ -187,7 +225,8 @@ def main(
         with runner.locked():
             with switch.installed():
                 outcome = runner.run()
-            return _finish(plan, runner, results_dir, outcome)
+            # Under load:, the runner set the runs' rates from the measured capacities.
+            return _finish(runner.plan, runner, results_dir, outcome)
     except StudyError as problem:
         return error(str(problem))
     except KeyboardInterrupt:

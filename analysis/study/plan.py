@@ -11,8 +11,8 @@ import itertools
 import math
 import random
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis.study.kit import Kit
@@ -77,6 +77,10 @@ class Plan:
     scaled: tuple[ScaledValue, ...]
     order_seed: int
     runs: tuple[PlannedRun, ...]  # in the order they run
+    # Under load:, each engine's rate from its measured capacity; empty until it is measured
+    # (the runs then carry the capacity search's first rate, which fixes no figure: their
+    # length is produce_s whatever the rate).
+    rates: dict[str, float] = field(default_factory=dict)
 
 
 def scale_label(scale: float) -> str:
@@ -168,8 +172,17 @@ def scale_spec(spec: StudySpec, scale: float) -> tuple[StudySpec, tuple[ScaledVa
         mtbf_s = advice.mtbf_s * scale
         found.append(ScaledValue("advice.mtbf_s", advice.mtbf_s, mtbf_s))
         advice = AdviceSpec(mtbf_s=mtbf_s, max_p99_ms=advice.max_p99_ms)
+    produce = spec.produce_s
+    if produce is not None:
+        (scaled_produce,) = _scale_values("produce_s", (produce,), scale, spec, found)
+        produce = int(scaled_produce)
     return replace(
-        spec, parameters=parameters, per_engine=per_engine, faults=faults, advice=advice
+        spec,
+        parameters=parameters,
+        per_engine=per_engine,
+        faults=faults,
+        advice=advice,
+        produce_s=produce,
     ), tuple(found)
 
 
@@ -194,14 +207,28 @@ def _fault_variants(fault: FaultSpec) -> list[tuple[str, dict[str, Scalar]]]:
     return variants
 
 
-def expand(spec: StudySpec, kit: Kit, study: str) -> list[PlannedRun]:
+def load_parameters(spec: StudySpec, engine: str, rates: Mapping[str, float]) -> dict[str, Scalar]:
+    """Under load:, the rate and count of an engine's runs: its measured rate (else the capacity
+    search's first) for produce_s seconds."""
+    if spec.load is None or spec.produce_s is None or spec.capacity is None:
+        return {}
+    rate = rates.get(engine, spec.capacity.from_rate)
+    return {"rate": rate, "count": math.ceil(rate * spec.produce_s)}
+
+
+def expand(
+    spec: StudySpec, kit: Kit, study: str, rates: Mapping[str, float] | None = None
+) -> list[PlannedRun]:
     """Every combination in spec order: engines, their settings, their faults, repetitions."""
     runs: list[PlannedRun] = []
     where: dict[str, str] = {}
     for engine in spec.engines:
         names = [p for p in spec.names_for(engine) if kit.owner(p) in (None, engine)]
         for values in itertools.product(*(spec.values_for(name, engine) for name in names)):
-            parameters = dict(zip(names, values, strict=True))
+            parameters = {
+                **dict(zip(names, values, strict=True)),
+                **load_parameters(spec, engine, rates or {}),
+            }
             # A swept guarantee runs on the engines that offer it (the spec check made sure each
             # engine offers one of them).
             if not kit.offers(engine, parameters.get("guarantee", kit.defaults["guarantee"])):
@@ -271,7 +298,7 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
             spec.source,
             "parameters.warmup_s" if "warmup_s" in spec.parameters else "parameters.count",
             f"{run.run_id}: warmup_s={warmup} covers the whole run ({length} s of messages): "
-            "lower warmup_s or raise count",
+            f"lower warmup_s or raise {'produce_s' if spec.load is not None else 'count'}",
         )
     lost_wait, drain_timeout = (
         setting(run, kit, "lost_wait_s"),
@@ -304,12 +331,17 @@ def check_run(run: PlannedRun, spec: StudySpec, kit: Kit, fault: FaultSpec) -> N
     window = setting(run, kit, "recovery_window_s") or 0
     if length - span < window:
         needed = math.ceil((span + window) * setting(run, kit, "rate"))
+        longer = (
+            f"Raise produce_s to at least {math.ceil(span + window)}"
+            if spec.load is not None
+            else f"Raise count to at least {needed:,}"
+        )
         raise SpecError(
             spec.source,
             f"{fault.key}.fault_at_s",
             f"{run.run_id}: the last fault ends {span:g} s into a run that sends for {length} s, "
             f"leaving {length - span:g} s, less than recovery_window_s={window:g}: the run may "
-            f"not show the recovery. Raise count to at least {needed:,}, start the fault earlier "
+            f"not show the recovery. {longer}, start the fault earlier "
             "(fault_at_s), or lower recovery_window_s (0 turns this check off)",
         )
 
@@ -335,9 +367,24 @@ def shuffled(runs: Sequence[PlannedRun], seed: int) -> list[PlannedRun]:
     return order
 
 
-def make_plan(spec: StudySpec, kit: Kit, scale: float, order_seed: int) -> Plan:
+def make_plan(
+    spec: StudySpec,
+    kit: Kit,
+    scale: float,
+    order_seed: int,
+    rates: Mapping[str, float] | None = None,
+) -> Plan:
     """Raises SpecError for a spec that cannot run at this scale."""
     scaled_spec, scaled = scale_spec(spec, scale)
     study = study_name(spec, scale)
-    runs = shuffled(expand(scaled_spec, kit, study), order_seed)
-    return Plan(study, scaled_spec, scale, scaled, order_seed, tuple(runs))
+    runs = shuffled(expand(scaled_spec, kit, study, rates), order_seed)
+    return Plan(study, scaled_spec, scale, scaled, order_seed, tuple(runs), dict(rates or {}))
+
+
+def with_rates(plan: Plan, rates: Mapping[str, float]) -> Plan:
+    """The plan with each engine's runs at its measured rate (load:), names and order kept."""
+    runs = tuple(
+        replace(run, parameters={**run.parameters, **load_parameters(plan.spec, run.engine, rates)})
+        for run in plan.runs
+    )
+    return replace(plan, runs=runs, rates=dict(rates))

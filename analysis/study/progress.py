@@ -67,6 +67,10 @@ class RichProgress:
         current = self.current.run_id if self.current else None
         return self.forecast.remaining_s(current, self.clock() - self.current_started)
 
+    def note(self, text: str) -> None:
+        """A line of its own (the capacity search's runs, before the study's)."""
+        self.console.print(text, markup=False)
+
     def begin(self, plan: Plan, todo: Sequence[PlannedRun], forecast: Forecast) -> None:
         self.forecast = forecast
         self.study_started = self.clock()

@@ -15,6 +15,7 @@ from typing import Any
 from analysis import advise, compare
 from analysis.io import InputError, read_optional_json
 from analysis.report import NO_RECOVERY, headline, write_atomic, write_json
+from analysis.study.capacity import fraction_text
 from analysis.study.plan import Plan
 from analysis.study.runner import COMPLETE, SUMMARY, StudyOutcome, load_record
 
@@ -136,6 +137,68 @@ def _scale_text(plan: Plan) -> list[str]:
         "|---|---|---|",
     ]
     lines += [f"| {value.key} | {value.before:g} | {value.after:g} |" for value in plan.scaled]
+    return [*lines, ""]
+
+
+def _rates_run(results_dir: Path, run_ids: Sequence[str]) -> dict[str, set[float]]:
+    """engine -> the rates its complete runs were sent at, as their run.json records them."""
+    rates: dict[str, set[float]] = {}
+    for run_id in run_ids:
+        record = read_optional_json(results_dir / run_id / "run.json")
+        if not isinstance(record, dict):
+            continue
+        rate = (record.get("parameters") or {}).get("rate")
+        if isinstance(rate, int | float):
+            rates.setdefault(str(record.get("engine")), set()).add(float(rate))
+    return rates
+
+
+def _load_section(plan: Plan, results_dir: Path, complete: Sequence[str]) -> list[str]:
+    """At what fraction of its measured capacity each engine ran (docs/studies.md)."""
+    record = load_record(results_dir / plan.study) or {}
+    capacity = record.get("capacity") or {}
+    rates = _rates_run(results_dir, complete)
+    spec = plan.spec
+    lines = ["## Load", ""]
+    if spec.capacity is None:
+        return [
+            *lines,
+            "Each engine ran at the spec's rate; its capacity on these hosts was not measured "
+            "(give the spec `capacity:` to measure it and report the fraction).",
+            "",
+        ]
+    bound = spec.capacity.p99_bound_ms
+    how = (
+        f"at {spec.load:g} of each engine's sustainable rate, {spec.produce_s} s of producing per "
+        "run"
+        if spec.load is not None
+        else "at the spec's rate"
+    )
+    lines += [
+        f"The runs sent {how}. Capacity is the highest rate of the search that passed: a "
+        f"fault-free run, complete, not flagged overloaded, steady-state p99 under {bound:g} ms "
+        f"(at most {spec.capacity.runs} runs from {spec.capacity.from_rate:,.0f}/s, each "
+        f"{spec.capacity.warmup_s} s of warm-up and {spec.capacity.steady_s} s of steady state, "
+        "with the engine's first setting of the study; the trials are in study.json). With no "
+        "rate failed it is a lower bound (≥), and the fraction an upper bound (≤).",
+        "",
+        "| engine | capacity /s | lowest failing /s | trials | ran at /s | fraction of capacity |",
+        "|---|---|---|---|---|---|",
+    ]
+    for engine in spec.engines:
+        entry = capacity.get(engine)
+        ran = sorted(rates.get(engine) or ())
+        measured = (entry or {}).get("rate")
+        failing = (entry or {}).get("lowest_failing")
+        prefix = "≥ " if (entry or {}).get("lower_bound") else ""
+        lines.append(
+            f"| {engine} "
+            f"| {prefix + f'{measured:,.0f}' if measured else '–'} "
+            f"| {f'{failing:,.0f}' if failing else '–'} "
+            f"| {len((entry or {}).get('trials') or [])} "
+            f"| {', '.join(f'{r:,.0f}' for r in ran) or '–'} "
+            f"| {'; '.join(fraction_text(r, entry) for r in ran) or '–'} |"
+        )
     return [*lines, ""]
 
 
@@ -451,6 +514,7 @@ def write_report(
         f"{plan.order_seed} (study.json).",
         "",
         *_scale_text(plan),
+        *_load_section(plan, results_dir, outcome.complete),
         f"Complete: {len(outcome.complete)} of {total} runs"
         + ("." if outcome.finished else " (the comparison covers those)."),
         "",

@@ -26,6 +26,14 @@ from typing import Any, Protocol
 
 from analysis.advise import STUDY_RECORD
 from analysis.report import write_json
+from analysis.study.capacity import (
+    Capacity,
+    CapacitySpec,
+    Trial,
+    rate_at,
+    search,
+    trial_from_summary,
+)
 from analysis.study.estimate import earlier_overheads, overhead_for
 from analysis.study.kit import Kit
 from analysis.study.plan import (
@@ -33,12 +41,15 @@ from analysis.study.plan import (
     PlannedRun,
     analysis_estimate_s,
     estimated_s,
+    with_rates,
 )
 
 RUN_JSON = "run.json"
 ATTEMPTS_DIR = "attempts"
 LOGS_DIR = "logs"
 LOCK_FILE = ".lock"
+# Under the study's directory: the capacity search's runs, apart from the study's own.
+CAPACITY_DIR = "capacity"
 # What `python -m analysis summarize` writes into a run directory.
 SUMMARY = "summary.json"
 COMPLETE = "complete"
@@ -107,9 +118,12 @@ class Forecast:
         estimates: Mapping[str, float],
         analysis_s: float = 0.0,
         sources: Mapping[str, str] | None = None,
+        capacity_s: float = 0.0,
     ) -> None:
         self.estimates = dict(estimates)
         self.analysis_s = analysis_s
+        # The capacity search still to run before the first run (load:, capacity:).
+        self.capacity_s = capacity_s
         # Per run, where its overhead was taken from (estimate.overhead_for).
         self.sources = dict(sources or {})
         self.actual: dict[str, float] = {}
@@ -131,10 +145,11 @@ class Forecast:
                 continue
             expected = estimate * self.correction
             left += max(0.0, expected - current_elapsed_s) if run_id == current else expected
-        return left + self.analysis_s
+        return left + self.analysis_s + self.capacity_s
 
 
 class StudyProgress(Protocol):
+    def note(self, text: str) -> None: ...
     def begin(self, plan: Plan, todo: Sequence[PlannedRun], forecast: Forecast) -> None: ...
     def run_started(self, run: PlannedRun, position: int) -> None: ...
     def phase(self, text: str) -> None: ...
@@ -211,6 +226,10 @@ class StudyRunner:
         self.clock = clock
         self.stop_requested = stop_requested
         self.attempts: dict[str, list[Attempt]] = {}
+        # Each engine's measured capacity (Capacity.as_json plus the criterion and settings it
+        # was measured with), and the trials of a search not finished yet.
+        self.capacity: dict[str, dict[str, Any]] = {}
+        self.capacity_trials: dict[str, list[dict[str, Any]]] = {}
         self.started_utc = _utc_now()
         self._holding_lock = False
 
@@ -233,6 +252,12 @@ class StudyRunner:
             "max_failures": self.max_failures,
             "inventory": self.inventory,
             "results_dir": str(self.results_dir),
+            "load": plan.spec.load,
+            "produce_s": plan.spec.produce_s,
+            "capacity_spec": asdict(plan.spec.capacity) if plan.spec.capacity else None,
+            "capacity": self.capacity,
+            "capacity_trials": self.capacity_trials,
+            "rates": plan.rates,
             "started_utc": self.started_utc,
             "updated_utc": _utc_now(),
             "runs": [
@@ -352,6 +377,106 @@ class StudyRunner:
             verdict=record.get("verdict") if record is not None else None,
         )
 
+    # ------------------------------------------------------------ capacity (load:)
+
+    def capacity_settings(self, engine: str) -> dict[str, Any]:
+        """What a capacity run of an engine runs with: the first value of each of the study's
+        settings for it (its guarantee the first it offers), no fault, the search's warm-up."""
+        spec = self.plan.spec
+        settings: dict[str, Any] = {}
+        for name in spec.names_for(engine):
+            if self.kit.owner(name) not in (None, engine) or name in ("rate", "count"):
+                continue
+            values = spec.values_for(name, engine)
+            if name == "guarantee":
+                values = tuple(v for v in values if self.kit.offers(engine, v)) or values
+            settings[name] = values[0]
+        assert spec.capacity is not None
+        settings["warmup_s"] = spec.capacity.warmup_s
+        return settings
+
+    def _criterion(self, engine: str) -> dict[str, Any]:
+        assert self.plan.spec.capacity is not None
+        return {
+            "capacity_spec": asdict(self.plan.spec.capacity),
+            "settings": self.capacity_settings(engine),
+        }
+
+    def _trial(self, engine: str, rate: float, spec: CapacitySpec) -> Trial:
+        folder = self.study_dir / CAPACITY_DIR
+        number = len(self.capacity_trials.setdefault(engine, [])) + 1
+        run_id = f"{self.plan.study}-capacity-{engine}-{rate:.0f}-t{number}"
+        if (folder / run_id).exists():
+            self._move_aside(folder / run_id)  # an earlier start's, interrupted
+        run = PlannedRun(
+            run_id=run_id,
+            engine=engine,
+            fault="none",
+            parameters={**self.capacity_settings(engine), "rate": rate, "count": spec.count(rate)},
+            repetition=0,
+        )
+        self.progress.note(f"capacity of {engine}: {run_id} at {rate:,.0f}/s")
+        started = self.clock()
+        try:
+            self.run_experiment(run, run.extravars(str(folder)), lambda text: None)
+        except KeyboardInterrupt:
+            self.save()
+            raise
+        except Exception as error:  # a failed trial fails the rate; the search goes on
+            self.progress.note(f"  {run_id}: {type(error).__name__}: {error}")
+        trial = trial_from_summary(run_id, rate, folder / run_id, self.clock() - started)
+        self.capacity_trials[engine].append(asdict(trial))
+        self.save()
+        why = trial.why_not(spec.p99_bound_ms)
+        self.progress.note(
+            f"  {run_id}: p99 {trial.p99_ms} ms, overloaded={trial.overloaded}, "
+            f"{trial.status}: {why or 'sustainable'}"
+        )
+        return trial
+
+    def measure_capacity(self, earlier: Mapping[str, Any]) -> None:
+        """Each engine's capacity, from an earlier start's record when it was measured with the
+        same criterion and settings, else by the search; then, under load:, the runs' rates.
+        StudyError when an engine has no sustainable rate (its trials are in study.json)."""
+        spec = self.plan.spec.capacity
+        if spec is None:
+            return
+        recorded = earlier.get("capacity") or {}
+        for engine in self.plan.spec.engines:
+            criterion = self._criterion(engine)
+            entry = recorded.get(engine)
+            if entry and all(entry.get(k) == v for k, v in criterion.items()):
+                self.capacity[engine] = entry
+                self.progress.note(
+                    f"capacity of {engine}: {entry.get('rate')}/s, measured by an earlier start"
+                )
+                continue
+            self.capacity_trials[engine] = []
+            found: Capacity = search(lambda rate, e=engine: self._trial(e, rate, spec), spec)
+            self.capacity[engine] = {**found.as_json(), **criterion, "measured_utc": _utc_now()}
+            del self.capacity_trials[engine]
+            self.save()
+            bound = "at least " if found.lower_bound else ""
+            self.progress.note(
+                f"capacity of {engine}: {bound}{found.rate or 0:,.0f}/s (lowest failing: "
+                f"{found.lowest_failing or 'none'}; p99 bound {spec.p99_bound_ms:g} ms)"
+            )
+        load = self.plan.spec.load
+        if load is None:
+            return
+        missing = [e for e in self.plan.spec.engines if not self.capacity[e].get("rate")]
+        if missing:
+            raise StudyError(
+                f"no rate tried was sustainable for {', '.join(missing)} (steady p99 under "
+                f"{spec.p99_bound_ms:g} ms, not overloaded, complete; the trials are in "
+                f"{self.study_dir / STUDY_RECORD}): lower capacity.from_rate or raise "
+                "capacity.p99_bound_ms in the spec, then start the study again"
+            )
+        self.plan = with_rates(
+            self.plan,
+            {e: rate_at(load, float(self.capacity[e]["rate"])) for e in self.plan.spec.engines},
+        )
+
     def forecast(self, todo: Sequence[PlannedRun]) -> Forecast:
         recorded = self.load_record() or {}
         walls = {
@@ -378,7 +503,39 @@ class StudyRunner:
             {run.run_id: estimated_s(run, self.kit, overheads[run.run_id].seconds) for run in todo},
             analysis_estimate_s(len(todo) + len(unsummarised)),
             {run.run_id: overheads[run.run_id].source for run in todo},
+            self._capacity_estimate_s(recorded, walls, measured),
         )
+
+    def _capacity_estimate_s(
+        self,
+        recorded: Mapping[str, Any],
+        walls: Mapping[str, float],
+        measured: Mapping[tuple[str, bool], Sequence[float]],
+    ) -> float:
+        """The capacity search of every engine not measured yet, at its longest (every run the
+        search may make), each run estimated as a fault-free run of the study."""
+        spec = self.plan.spec.capacity
+        if spec is None:
+            return 0.0
+        done = {**(recorded.get("capacity") or {}), **self.capacity}
+        total = 0.0
+        for engine in self.plan.spec.engines:
+            if (done.get(engine) or {}).get("rate"):
+                continue
+            trial = PlannedRun(
+                run_id=f"{self.plan.study}-capacity-{engine}",
+                engine=engine,
+                fault="none",
+                parameters={
+                    **self.capacity_settings(engine),
+                    "rate": spec.from_rate,
+                    "count": spec.count(spec.from_rate),
+                },
+                repetition=0,
+            )
+            overhead = overhead_for(trial, self.plan, self.kit, walls, measured).seconds
+            total += spec.runs * estimated_s(trial, self.kit, overhead)
+        return total
 
     def run(self) -> StudyOutcome:
         with self.locked():
@@ -388,6 +545,7 @@ class StudyRunner:
                     Attempt(**attempt) for attempt in entry.get("attempts") or []
                 ]
             self.started_utc = earlier.get("started_utc") or self.started_utc
+            self.measure_capacity(earlier)
             todo = self.check_existing()
             forecast = self.forecast(todo)
             self.save()

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from analysis.study.capacity import CapacitySpec
 from analysis.study.kit import FAULT_SCHEDULE_PARAMETERS, NO_FAULT, Kit
 
 Scalar = str | int | float | bool
@@ -30,9 +31,13 @@ TOP_KEYS = (
     "order_seed",
     "max_failures",
     "advice",
+    "load",
+    "produce_s",
+    "capacity",
 )
 FAULT_KEYS = ("fault", "engines", "label", *FAULT_SCHEDULE_PARAMETERS)
 ADVICE_KEYS = ("mtbf_s", "max_p99_ms")
+CAPACITY_KEYS = ("p99_bound_ms", "from_rate", "runs", "steady_s", "warmup_s")
 DEFAULT_MAX_FAILURES = 3
 # The one setting that must be a number above 0 but need not be whole (the experiment's
 # "Check the rate").
@@ -87,6 +92,12 @@ class StudySpec:
     # Settings given per engine ({engine: value, other engine: value}): name -> engine ->
     # its values. An engine the mapping leaves out runs the experiment's default.
     per_engine: dict[str, dict[str, tuple[Scalar, ...]]] = field(default_factory=dict)
+    # `load:` the fraction of each engine's measured capacity its runs send at, each for
+    # produce_s seconds; None: the runs send at the spec's (or the default) rate.
+    load: float | None = None
+    produce_s: int | None = None
+    # How capacity is measured before the runs (given, or implied by load); None: not measured.
+    capacity: CapacitySpec | None = None
 
     def faults_for(self, engine: str) -> tuple[FaultSpec, ...]:
         return tuple(fault for fault in self.faults if engine in fault.engines)
@@ -266,6 +277,7 @@ def parse(data: Any, kit: Kit, source: Path) -> StudySpec:
     order_seed = data.get("order_seed")
     if order_seed is not None:
         order_seed = _whole(source, "order_seed", order_seed, 0)
+    load, produce_s, capacity = _load(source, data, parameters)
     return StudySpec(
         name=name,
         description=description.strip(),
@@ -281,6 +293,87 @@ def parse(data: Any, kit: Kit, source: Path) -> StudySpec:
         ),
         advice=_advice(source, data.get("advice")),
         source=source,
+        load=load,
+        produce_s=produce_s,
+        capacity=capacity,
+    )
+
+
+def _load(
+    source: Path, data: Mapping[str, Any], parameters: Mapping[str, Any]
+) -> tuple[float | None, int | None, CapacitySpec | None]:
+    """load: (a fraction of each engine's capacity), produce_s: (each run's producing time at
+    that rate) and capacity: (how the capacity is measured)."""
+    capacity = _capacity(source, data.get("capacity"))
+    if "load" not in data:
+        if "produce_s" in data:
+            raise SpecError(
+                source,
+                "produce_s",
+                "only with load: (runs at a fraction of capacity); at a fixed rate, give "
+                "parameters.count",
+            )
+        return None, None, capacity
+    load = data["load"]
+    if not _is_number(load) or not 0 < load <= 1:
+        raise SpecError(
+            source,
+            "load",
+            f"{load!r} must be a fraction of each engine's sustainable rate, above 0 and at most "
+            "1 (0.5: half of it)",
+        )
+    if RATE in parameters:
+        raise SpecError(
+            source,
+            f"parameters.{RATE}",
+            "load: sets each engine's rate from its measured capacity: remove rate, or remove "
+            "load to run at a fixed rate",
+        )
+    if "count" in parameters:
+        raise SpecError(
+            source,
+            "parameters.count",
+            "with load: every run sends for produce_s seconds at its engine's rate, so the "
+            "count follows from the rate: give produce_s instead",
+        )
+    if "produce_s" not in data:
+        raise SpecError(
+            source,
+            "produce_s",
+            "missing: with load:, give how many seconds each run sends (produce_s: 120)",
+        )
+    produce_s = _whole(source, "produce_s", data["produce_s"], 1)
+    return float(load), produce_s, capacity or CapacitySpec()
+
+
+def _capacity(source: Path, value: Any) -> CapacitySpec | None:
+    if value is None:
+        return None
+    given = _mapping(source, "capacity", value)
+    for name in given:
+        if name not in CAPACITY_KEYS:
+            raise SpecError(
+                source,
+                f"capacity.{name}",
+                f"not a capacity setting{_did_you_mean(name, CAPACITY_KEYS)}; known: "
+                f"{', '.join(CAPACITY_KEYS)}",
+            )
+    default = CapacitySpec()
+    steady_s = _whole(source, "capacity.steady_s", given.get("steady_s", default.steady_s), 1)
+    warmup_s = _whole(source, "capacity.warmup_s", given.get("warmup_s", default.warmup_s), 0)
+    return CapacitySpec(
+        p99_bound_ms=_positive(
+            source, "capacity.p99_bound_ms", given.get("p99_bound_ms", default.p99_bound_ms)
+        ),
+        from_rate=_positive(
+            source,
+            "capacity.from_rate",
+            given.get("from_rate", default.from_rate),
+            "a number of messages/s",
+        ),
+        runs=_whole(source, "capacity.runs", given.get("runs", default.runs), 1),
+        steady_s=steady_s,
+        warmup_s=warmup_s,
     )
 
 
