@@ -15,7 +15,7 @@ INVENTORY ?= inventory/local
 DEMO_STUDY ?= studies/smoke.yml
 LAB_HOSTS ?= 3
 
-.PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lock bench bench-experiment bench-reset \
+.PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lab-test-deferred lock bench bench-experiment bench-reset \
 	bench-engines bench-faults bench-taskmanager bench-study bench-exposure bench-guarantees \
 	bench-three-engines equal-footing clean
 
@@ -69,6 +69,10 @@ jobs-test:
 
 lab-test: lab
 	$(BIN)/pytest -m lab
+
+# The lab tests make test leaves out for its time budget (docs/testing.md); needs test hosts.
+lab-test-deferred: setup
+	STREAMLAB_NO_SKIPS=1 $(BIN)/pytest -m deferred
 
 # The engine jobs' unit tests, fresh test hosts, then every test (tests/run_suite.py): the lab's;
 # beside them, at a low CPU weight, the linters, then the tests that need no test host (their

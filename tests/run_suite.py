@@ -1,6 +1,6 @@
 """`make test`'s pytest runs, in three parts:
 
-1. the lab's tests (`-m lab`), their output streamed as it comes;
+1. the lab's tests (`-m "lab and not deferred"`), their output streamed as it comes;
 2. beside them, at a low CPU weight, the tests that need no test host and no wall-clock deadline
    (`-m "not lab and not realtime"`), after the command given with --beside-first (`make test`:
    the linters, which need no test host either), meant to use the CPU the lab leaves unused
@@ -143,6 +143,10 @@ def raise_stopped(signum: int, frame: object) -> None:
     raise Stopped
 
 
+# The lab's run: every lab test but those deferred until the budget has room (docs/testing.md).
+LAB = "lab and not deferred"
+
+
 def beside_command(pytest: list[str], first: str | None) -> list[str]:
     """The run beside the lab's tests: their pytest, after the shell command `first` when one is
     given; it exits with the first non-zero status of the two (the tests run either way, and a
@@ -181,7 +185,7 @@ def run_all(
     try:
         with beside_log.open("w") as log:
             # Each run in a process group of its own: a signal reaches it only through stop().
-            lab = subprocess.Popen([*pytest, "-m", "lab"], cwd=REPO, process_group=0)
+            lab = subprocess.Popen([*pytest, "-m", LAB], cwd=REPO, process_group=0)
             runs.append(lab)
             beside_run = subprocess.Popen(
                 beside,

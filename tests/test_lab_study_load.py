@@ -15,7 +15,8 @@ import yaml
 
 from conftest import LAB_INVENTORY, REPO
 
-pytestmark = [pytest.mark.lab]
+# Deferred: make test's budget has no room for its three runs yet (docs/testing.md).
+pytestmark = [pytest.mark.lab, pytest.mark.deferred]
 
 SPEC = REPO / "tests" / "studies" / "lab-load.yml"
 STUDY = SPEC.stem

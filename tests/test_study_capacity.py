@@ -227,6 +227,8 @@ def test_the_study_measures_each_engine_first_and_runs_at_the_fraction(tmp_path,
     section = "\n".join(study_report._load_section(runner.plan, results, outcome.complete))
     assert "| flink | 3,000 | 4,000 | 4 | 1,500 | 0.50 of 3,000/s |" in section
     assert "| storm | 1,500 | 1,800 | 4 | 750 | 0.50 of 1,500/s |" in section
+    time_text = study_report._capacity_time(load_record(results / "loaded"))
+    assert "the capacity search took 8 run(s)" in time_text
 
 
 def test_a_changed_criterion_measures_again(tmp_path, kit):

@@ -434,11 +434,27 @@ def _time_section(
         f"{100 * total_sent / total_wall:.0f} % of the study's time. Per complete run, the time "
         f"around producing was {overheads[0]:.0f} to {overheads[-1]:.0f} s (median "
         f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(tried, summarised, analysis_s)}"
-        " Not counted: the rest of this report, and for a resumed study, the time between its "
-        "starts and the analysis and report of earlier starts.",
+        f"{_capacity_time(record)} Not counted: the rest of this report, and for a resumed "
+        "study, the time between its starts and the analysis and report of earlier starts.",
         "",
         *_phase_lines([results_dir / run_id for run_id, _ in complete]),
     ]
+
+
+def _capacity_time(record: dict[str, Any]) -> str:
+    """The capacity search's runs, which came before the study's (not in the figures above)."""
+    trials = [
+        float(trial["wall_s"])
+        for entry in (record.get("capacity") or {}).values()
+        for trial in (entry or {}).get("trials") or []
+        if isinstance(trial.get("wall_s"), int | float)
+    ]
+    if not trials:
+        return ""
+    return (
+        f" Before the runs, the capacity search took {len(trials)} run(s) and "
+        f"{sum(trials) / 60:.1f} min of wall time."
+    )
 
 
 def _phase_lines(run_dirs: Sequence[Path]) -> list[str]:
