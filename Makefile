@@ -17,7 +17,7 @@ LAB_HOSTS ?= 3
 
 .PHONY: setup demo demo-down lab lab-down lint test unit jobs-test lab-test lab-test-deferred lock bench bench-experiment bench-reset \
 	bench-engines bench-faults bench-taskmanager bench-study bench-exposure bench-guarantees \
-	bench-three-engines equal-footing clean
+	bench-three-engines bench-user-study equal-footing clean
 
 setup: $(VENV)/.installed .collections/.installed
 
@@ -146,6 +146,13 @@ bench-guarantees: setup
 
 # Needs test hosts (make lab): studies/three-engines.yml (Flink, Storm and Spark at least once,
 # the worker process killed mid-run, 3 repetitions: about 40 minutes), then its figures.
+# Needs test hosts (make lab): the user's study at scale 1 on them, each engine's capacity
+# measured first (bench/studies/flink-vs-storm-lab.yml: 27 runs, about 2.5 hours; resumable).
+bench-user-study: equal-footing
+	$(BIN)/streamlab-study bench/studies/flink-vs-storm-lab.yml -i $(EQUAL_INVENTORY) \
+	  --results bench/out/studies
+	$(PY) bench/fault_figures.py --from-results bench/out/studies --runs "flink-vs-storm-lab-*"
+
 bench-three-engines: equal-footing
 	$(BIN)/streamlab-study studies/three-engines.yml -i $(EQUAL_INVENTORY) --results bench/out/studies
 	$(PY) bench/three_engine_figures.py --from-results bench/out/studies --runs "three-engines-*"
