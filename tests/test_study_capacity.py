@@ -103,6 +103,7 @@ def runner_for(path: Path, kit, results: Path, experiment) -> tuple[StudyRunner,
         ({"load": None}, "produce_s", "only with load:"),
         ({"capacity": {"p99_ms": 5}}, "capacity.p99_ms", "did you mean p99_bound_ms"),
         ({"capacity": {"runs": 0}}, "capacity.runs", "at least 1"),
+        ({"capacity": {"from_rate": 50}}, "capacity.from_rate", "at least 100"),
     ],
 )
 def test_a_bad_load_spec_is_refused_naming_the_key(tmp_path, kit, changes, key, words):
@@ -231,22 +232,111 @@ def test_the_study_measures_each_engine_first_and_runs_at_the_fraction(tmp_path,
     assert "the capacity search took 8 run(s)" in time_text
 
 
-def test_a_changed_criterion_measures_again(tmp_path, kit):
+def test_a_changed_criterion_is_refused_before_any_trial_when_runs_used_it(tmp_path, kit):
     results = tmp_path / "results"
     runner, _ = runner_for(write_spec(tmp_path), kit, results, CapacityExperiment(results))
     runner.run()
+    recorded = load_record(results / "loaded")["capacity"]
     changed = {**LOAD_SPEC["capacity"], "p99_bound_ms": 2000}
     again = CapacityExperiment(results)
     runner, _ = runner_for(write_spec(tmp_path, capacity=changed), kit, results, again)
+    with pytest.raises(StudyError, match="another name"):
+        runner.run()  # its complete runs ran at rates from the other criterion
+    assert again.calls == []
+    assert load_record(results / "loaded")["capacity"] == recorded
+    # Another study name with the new criterion measures afresh.
+    fresh = CapacityExperiment(results)
+    runner, _ = runner_for(
+        write_spec(tmp_path, capacity=changed, name="loaded2"), kit, results, fresh
+    )
     assert runner.run().finished
-    # Measured again under the new criterion; the same capacities give the same rates, so
-    # the complete runs stand.
-    assert {engine for engine, *_ in again.capacity_runs} == {"flink", "storm"}
-    assert [c for c in again.calls if "-capacity-" not in c] == []
-    assert load_record(results / "loaded")["capacity"]["flink"]["capacity_spec"] == {
+    assert load_record(results / "loaded2")["capacity"]["flink"]["capacity_spec"] == {
         **asdict(capacity.CapacitySpec()),
         **changed,
     }
+
+
+def test_other_hosts_measure_again(tmp_path, kit):
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, load=None, produce_s=None,
+                      parameters={"warmup_s": 5, "recovery_window_s": 30, "rate": 1_000,
+                                  "count": 60_000})  # fmt: skip
+    runner, _ = runner_for(path, kit, results, CapacityExperiment(results))
+    runner.run()
+    again = CapacityExperiment(results)
+    runner, _ = runner_for(path, kit, results, again)
+    runner.inventory = "/elsewhere/hosts.yml"
+    assert runner.run().finished  # a fixed rate: the runs stand, the capacity is measured again
+    assert {engine for engine, *_ in again.capacity_runs} == {"flink", "storm"}
+    assert (
+        load_record(results / "loaded")["capacity"]["flink"]["inventory"] == "/elsewhere/hosts.yml"
+    )
+
+
+def test_an_interrupted_search_goes_on_from_its_trials(tmp_path, kit):
+    results = tmp_path / "results"
+    first = CapacityExperiment(results)
+    original = first.__call__
+
+    def interrupted(run, extravars, on_phase):
+        if len(first.capacity_runs) == 2:
+            raise KeyboardInterrupt
+        return original(run, extravars, on_phase)
+
+    first.__call__ = interrupted  # type: ignore[method-assign]
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    partial = load_record(results / "loaded")["capacity_trials"]["flink"]
+    assert [t["rate"] for t in partial["trials"]] == [1_000, 2_000]
+    # Started again: the two trials stand, the search carries on at 4,000/s.
+    again = CapacityExperiment(results)
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, again)
+    assert runner.run().finished
+    assert [rate for engine, rate, *_ in again.capacity_runs if engine == "flink"] == [4_000, 3_000]
+    record = load_record(results / "loaded")
+    assert [t["rate"] for t in record["capacity"]["flink"]["trials"]] == [
+        1_000,
+        2_000,
+        4_000,
+        3_000,
+    ]
+    assert record["capacity"]["flink"]["rate"] == 3_000 and record["capacity_trials"] == {}
+
+
+def test_a_trial_that_left_no_summary_stops_the_search_and_is_run_again(tmp_path, kit):
+    results = tmp_path / "results"
+    broken = CapacityExperiment(results)
+    original = broken.__call__
+
+    def no_summary(run, extravars, on_phase):
+        if len(broken.capacity_runs) == 1:
+            broken.capacity_runs.append((run.engine, extravars["rate"], 0, extravars))
+            raise RuntimeError("ansible-runner could not start")
+        return original(run, extravars, on_phase)
+
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, no_summary)
+    with pytest.raises(StudyError, match="left no collector summary .RuntimeError"):
+        runner.run()
+    trials = load_record(results / "loaded")["capacity_trials"]["flink"]["trials"]
+    assert [(t["rate"], t["status"]) for t in trials] == [(1_000, "complete"), (2_000, "failed")]
+    again = CapacityExperiment(results)
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, again)
+    assert runner.run().finished
+    # The failed trial is no evidence: 2,000/s runs again, after the kept 1,000/s.
+    assert [rate for engine, rate, *_ in again.capacity_runs if engine == "flink"] == [
+        2_000, 4_000, 3_000
+    ]  # fmt: skip
+
+
+def test_stop_asked_before_a_capacity_run_stops_there(tmp_path, kit):
+    results = tmp_path / "results"
+    experiment = CapacityExperiment(results)
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, experiment)
+    runner.stop_requested = lambda: len(experiment.capacity_runs) >= 1
+    outcome = runner.run()
+    assert outcome.stopped_by_request and not outcome.complete
+    assert len(experiment.capacity_runs) == 1 and experiment.calls == []
 
 
 def test_no_sustainable_rate_stops_before_any_run_with_the_trials_kept(tmp_path, kit):
@@ -262,6 +352,12 @@ def test_no_sustainable_rate_stops_before_any_run_with_the_trials_kept(tmp_path,
     assert record["capacity"]["storm"]["rate"] is None
     assert [t["rate"] for t in record["capacity"]["storm"]["trials"]] == [1_000, 500, 200, 100]
     assert all(entry["status"] == "not run" for entry in record["runs"])
+    # Not reused: the next start searches again (after fixing the cause, here the same hosts).
+    again = CapacityExperiment(results, sustains={"flink": 3_000.0, "storm": 10.0})
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, again)
+    with pytest.raises(StudyError):
+        runner.run()
+    assert {engine for engine, *_ in again.capacity_runs} == {"storm"}
 
 
 def test_a_fixed_rate_study_with_capacity_reports_its_fraction(tmp_path, kit):
@@ -293,9 +389,19 @@ def test_the_dry_run_says_what_it_will_measure_and_counts_it(tmp_path, kit, caps
     assert "capacity of flink: to measure first, at most 4 fault-free runs of 30 s" in printed
     assert "load 0.5 of each engine's capacity, 60 s of producing per run: not known yet" in printed
     runner, _ = runner_for(path, kit, tmp_path / "r", CapacityExperiment(tmp_path / "r"))
+    runner.inventory = f"{kit.default_inventory()} (ansible.cfg's)"  # as the command says it
     before = runner.forecast(runner.check_existing())
     # Two engines, each at most 4 runs of 30 s of producing plus the quiet period and overhead.
     quiet = kit.defaults["quiet_s"]
     assert before.capacity_s >= 2 * 4 * (30 + quiet + plan.RUN_OVERHEAD_S) - 1
     runner.run()
     assert runner.forecast(runner.check_existing()).capacity_s == 0
+    assert cli.main([str(path), "--dry-run", "--results", str(tmp_path / "r")], kit=kit) == 0
+    assert "capacity of flink: 3,000/s, measured by an earlier start" in capsys.readouterr().out
+    other = write_spec(tmp_path, capacity={**LOAD_SPEC["capacity"], "steady_s": 25}, name="x")
+    (tmp_path / "r" / "x").mkdir()
+    (tmp_path / "r" / "x" / "study.json").write_text(
+        (tmp_path / "r" / "loaded" / "study.json").read_text()
+    )
+    assert cli.main([str(other), "--dry-run", "--results", str(tmp_path / "r")], kit=kit) == 0
+    assert "capacity of flink: to measure first" in capsys.readouterr().out

@@ -12,12 +12,10 @@ import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from analysis.study import kit as kit_module
 from analysis.study import plan as plan_module
 from analysis.study import spec as spec_module
-from analysis.study.capacity import rate_at
 from analysis.study.progress import duration_text
 from analysis.study.runner import (
     COMPLETE,
@@ -90,25 +88,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def recorded_rates(spec: spec_module.StudySpec, record: dict[str, Any]) -> dict[str, float]:
-    """Under load:, the rates from the capacities an earlier start measured (the runner measures
-    any that are missing before the first run)."""
-    if spec.load is None:
-        return {}
-    capacity = record.get("capacity") or {}
-    return {
-        engine: rate_at(spec.load, float(capacity[engine]["rate"]))
-        for engine in spec.engines
-        if (capacity.get(engine) or {}).get("rate")
-    }
-
-
 def error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, inventory: str) -> int:
+    runner.refuse_changed_capacity((runner.load_record() or {}).get("capacity") or {})
     todo = runner.check_existing()
     forecast = runner.forecast(todo)
     scale = "" if plan.scale == 1 else f", scale {plan.scale:g}"
@@ -123,7 +109,7 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
         measured = (runner.load_record() or {}).get("capacity") or {}
         for engine in plan.spec.engines:
             rate = (measured.get(engine) or {}).get("rate")
-            if rate:
+            if runner.reusable(engine, measured.get(engine)):
                 print(f"  capacity of {engine}: {rate:,.0f}/s, measured by an earlier start")
             else:
                 longest = capacity.runs * (capacity.warmup_s + capacity.steady_s)
@@ -189,9 +175,7 @@ def main(
             order_seed, seed_note = record["order_seed"], "recorded when the study first started"
         else:
             order_seed, seed_note = secrets.randbelow(2**31), "new; recorded in study.json"
-        plan = plan_module.make_plan(
-            spec, kit, args.scale, order_seed, recorded_rates(spec, record)
-        )
+        plan = plan_module.make_plan(spec, kit, args.scale, order_seed)
     except (kit_module.KitError, spec_module.SpecError, StudyError) as problem:
         return error(str(problem))
     if args.inventory is not None:
@@ -218,6 +202,10 @@ def main(
         inventory=inventory_text,
         stop_requested=switch,
     )
+    # Under load:, the rates of the capacities an earlier start measured that still stand.
+    rates = runner.recorded_rates()
+    if rates:
+        runner.plan = plan = plan_module.with_rates(plan, rates)
     try:
         if args.dry_run:
             return dry_run(plan, runner, seed_note, inventory_text)

@@ -62,6 +62,10 @@ class StudyError(Exception):
     """The study cannot start: its results disagree with the spec, or it already runs."""
 
 
+class _StopAsked(Exception):
+    """Asked to stop (Ctrl-C once) before a capacity run."""
+
+
 @dataclass(frozen=True)
 class ExperimentResult:
     """What running one experiment returned: the playbook's exit code and its log."""
@@ -229,7 +233,7 @@ class StudyRunner:
         # Each engine's measured capacity (Capacity.as_json plus the criterion and settings it
         # was measured with), and the trials of a search not finished yet.
         self.capacity: dict[str, dict[str, Any]] = {}
-        self.capacity_trials: dict[str, list[dict[str, Any]]] = {}
+        self.capacity_trials: dict[str, dict[str, Any]] = {}
         self.started_utc = _utc_now()
         self._holding_lock = False
 
@@ -396,15 +400,39 @@ class StudyRunner:
         return settings
 
     def _criterion(self, engine: str) -> dict[str, Any]:
+        """What a capacity must have been measured with to be reused: the search's settings,
+        the engine's settings and the hosts (the inventory)."""
         assert self.plan.spec.capacity is not None
         return {
             "capacity_spec": asdict(self.plan.spec.capacity),
             "settings": self.capacity_settings(engine),
+            "inventory": self.inventory,
+        }
+
+    def reusable(self, engine: str, entry: Mapping[str, Any] | None) -> bool:
+        """An earlier start's capacity of the engine stands: measured with the same criterion,
+        and with a rate found (a search that found none is measured again)."""
+        if not entry or not entry.get("rate"):
+            return False
+        return all(entry.get(k) == v for k, v in self._criterion(engine).items())
+
+    def recorded_rates(self) -> dict[str, float]:
+        """Under load:, the rates from an earlier start's capacities that stand."""
+        load = self.plan.spec.load
+        if load is None or self.plan.spec.capacity is None:
+            return {}
+        capacity = (self.load_record() or {}).get("capacity") or {}
+        return {
+            engine: rate_at(load, float(capacity[engine]["rate"]))
+            for engine in self.plan.spec.engines
+            if self.reusable(engine, capacity.get(engine))
         }
 
     def _trial(self, engine: str, rate: float, spec: CapacitySpec) -> Trial:
+        if self.stop_requested():
+            raise _StopAsked
         folder = self.study_dir / CAPACITY_DIR
-        number = len(self.capacity_trials.setdefault(engine, [])) + 1
+        number = len(self.capacity_trials[engine]["trials"]) + 1
         run_id = f"{self.plan.study}-capacity-{engine}-{rate:.0f}-t{number}"
         if (folder / run_id).exists():
             self._move_aside(folder / run_id)  # an earlier start's, interrupted
@@ -417,16 +445,25 @@ class StudyRunner:
         )
         self.progress.note(f"capacity of {engine}: {run_id} at {rate:,.0f}/s")
         started = self.clock()
+        problem = ""
         try:
             self.run_experiment(run, run.extravars(str(folder)), lambda text: None)
         except KeyboardInterrupt:
             self.save()
             raise
-        except Exception as error:  # a failed trial fails the rate; the search goes on
-            self.progress.note(f"  {run_id}: {type(error).__name__}: {error}")
+        except Exception as error:
+            problem = f"{type(error).__name__}: {error}"
         trial = trial_from_summary(run_id, rate, folder / run_id, self.clock() - started)
-        self.capacity_trials[engine].append(asdict(trial))
+        self.capacity_trials[engine]["trials"].append(asdict(trial))
         self.save()
+        if trial.status == FAILED:
+            # No collector summary: the run says nothing of the rate, so the search stops
+            # rather than count it as a rate the engine cannot sustain.
+            cause = problem or f"its log is in {self.study_dir / LOGS_DIR}"
+            raise StudyError(
+                f"capacity run {run_id} left no collector summary ({cause}): fix the cause and "
+                "start the study again; the search goes on from its recorded trials"
+            )
         why = trial.why_not(spec.p99_bound_ms)
         self.progress.note(
             f"  {run_id}: p99 {trial.p99_ms} ms, overloaded={trial.overloaded}, "
@@ -434,25 +471,74 @@ class StudyRunner:
         )
         return trial
 
-    def measure_capacity(self, earlier: Mapping[str, Any]) -> None:
-        """Each engine's capacity, from an earlier start's record when it was measured with the
-        same criterion and settings, else by the search; then, under load:, the runs' rates.
-        StudyError when an engine has no sustainable rate (its trials are in study.json)."""
+    def refuse_changed_capacity(self, recorded: Mapping[str, Any]) -> None:
+        """Under load:, complete runs ran at rates from the recorded capacities: measuring them
+        again under another criterion would leave runs at two rates. Said before any trial."""
+        if self.plan.spec.load is None:
+            return
+        for engine in self.plan.spec.engines:
+            entry = recorded.get(engine)
+            if not entry or self.reusable(engine, entry):
+                continue
+            done = [
+                run.run_id
+                for run in self.plan.runs
+                if run.engine == engine and run_status(self.results_dir / run.run_id) == COMPLETE
+            ]
+            if done:
+                raise StudyError(
+                    f"{len(done)} complete {engine} run(s) of {self.plan.study} ran at a rate "
+                    "from a capacity measured with another capacity:, settings or inventory "
+                    "than this start's: give this study another name (name: in "
+                    f"{self.plan.spec.source}), or move those runs away"
+                )
+
+    def measure_capacity(self, earlier: Mapping[str, Any]) -> bool:
+        """Each engine's capacity, from an earlier start's record when it stands (reusable),
+        else by the search, replaying the trials of a search an earlier start did not finish;
+        then, under load:, the runs' rates. False when asked to stop (Ctrl-C once) before a
+        trial. StudyError when an engine has no sustainable rate (its trials are in
+        study.json), or a trial failed."""
         spec = self.plan.spec.capacity
         if spec is None:
-            return
+            return True
         recorded = earlier.get("capacity") or {}
+        self.refuse_changed_capacity(recorded)
+        partial = earlier.get("capacity_trials") or {}
+        self.capacity_trials = {
+            engine: entry for engine, entry in partial.items() if isinstance(entry, dict)
+        }
         for engine in self.plan.spec.engines:
             criterion = self._criterion(engine)
             entry = recorded.get(engine)
-            if entry and all(entry.get(k) == v for k, v in criterion.items()):
-                self.capacity[engine] = entry
+            if self.reusable(engine, entry):
+                assert entry is not None
+                self.capacity[engine] = dict(entry)
                 self.progress.note(
-                    f"capacity of {engine}: {entry.get('rate')}/s, measured by an earlier start"
+                    f"capacity of {engine}: {entry['rate']:,.0f}/s, measured by an earlier start"
                 )
                 continue
-            self.capacity_trials[engine] = []
-            found: Capacity = search(lambda rate, e=engine: self._trial(e, rate, spec), spec)
+            earlier_trials = (partial.get(engine) or {}).get("trials") or []
+            if (partial.get(engine) or {}).get("criterion") != criterion:
+                earlier_trials = []
+            # The search is the same sequence of rates whatever the start: an earlier start's
+            # trials answer its first rates, in order; only the rest run.
+            replay = [Trial(**trial) for trial in earlier_trials if trial.get("status") != FAILED]
+            self.capacity_trials[engine] = {"criterion": criterion, "trials": []}
+
+            def measure(rate: float, engine: str = engine, replay: list[Trial] = replay) -> Trial:
+                if replay and replay[0].rate == rate:
+                    trial = replay.pop(0)
+                    self.capacity_trials[engine]["trials"].append(asdict(trial))
+                    return trial
+                replay.clear()
+                return self._trial(engine, rate, spec)
+
+            try:
+                found: Capacity = search(measure, spec)
+            except _StopAsked:
+                self.save()
+                return False
             self.capacity[engine] = {**found.as_json(), **criterion, "measured_utc": _utc_now()}
             del self.capacity_trials[engine]
             self.save()
@@ -463,7 +549,7 @@ class StudyRunner:
             )
         load = self.plan.spec.load
         if load is None:
-            return
+            return True
         missing = [e for e in self.plan.spec.engines if not self.capacity[e].get("rate")]
         if missing:
             raise StudyError(
@@ -476,6 +562,7 @@ class StudyRunner:
             self.plan,
             {e: rate_at(load, float(self.capacity[e]["rate"])) for e in self.plan.spec.engines},
         )
+        return True
 
     def forecast(self, todo: Sequence[PlannedRun]) -> Forecast:
         recorded = self.load_record() or {}
@@ -517,10 +604,10 @@ class StudyRunner:
         spec = self.plan.spec.capacity
         if spec is None:
             return 0.0
-        done = {**(recorded.get("capacity") or {}), **self.capacity}
+        done = recorded.get("capacity") or {}
         total = 0.0
         for engine in self.plan.spec.engines:
-            if (done.get(engine) or {}).get("rate"):
+            if engine in self.capacity or self.reusable(engine, done.get(engine)):
                 continue
             trial = PlannedRun(
                 run_id=f"{self.plan.study}-capacity-{engine}",
@@ -545,7 +632,14 @@ class StudyRunner:
                     Attempt(**attempt) for attempt in entry.get("attempts") or []
                 ]
             self.started_utc = earlier.get("started_utc") or self.started_utc
-            self.measure_capacity(earlier)
+            if not self.measure_capacity(earlier):
+                complete = [
+                    run.run_id
+                    for run in self.plan.runs
+                    if run_status(self.results_dir / run.run_id) == COMPLETE
+                ]
+                not_run = [run.run_id for run in self.plan.runs if run.run_id not in complete]
+                return StudyOutcome(complete, [], not_run, False, stopped_by_request=True)
             todo = self.check_existing()
             forecast = self.forecast(todo)
             self.save()

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from analysis.study.capacity import CapacitySpec
+from analysis.study.capacity import STEP, CapacitySpec
 from analysis.study.kit import FAULT_SCHEDULE_PARAMETERS, NO_FAULT, Kit
 
 Scalar = str | int | float | bool
@@ -346,6 +346,18 @@ def _load(
     return float(load), produce_s, capacity or CapacitySpec()
 
 
+def _from_rate(source: Path, value: Any) -> float:
+    """The search's first rate: at least its step, so that halving it never climbs above a rate
+    that failed."""
+    if not _is_number(value) or value < STEP:
+        raise SpecError(
+            source,
+            "capacity.from_rate",
+            f"{value!r} must be a number of messages/s of at least {STEP:g} (the search's step)",
+        )
+    return float(value)
+
+
 def _capacity(source: Path, value: Any) -> CapacitySpec | None:
     if value is None:
         return None
@@ -365,12 +377,7 @@ def _capacity(source: Path, value: Any) -> CapacitySpec | None:
         p99_bound_ms=_positive(
             source, "capacity.p99_bound_ms", given.get("p99_bound_ms", default.p99_bound_ms)
         ),
-        from_rate=_positive(
-            source,
-            "capacity.from_rate",
-            given.get("from_rate", default.from_rate),
-            "a number of messages/s",
-        ),
+        from_rate=_from_rate(source, given.get("from_rate", default.from_rate)),
         runs=_whole(source, "capacity.runs", given.get("runs", default.runs), 1),
         steady_s=steady_s,
         warmup_s=warmup_s,

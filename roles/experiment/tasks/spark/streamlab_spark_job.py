@@ -81,7 +81,8 @@ def progress_fields(last: dict[str, Any] | None) -> dict[str, Any]:
                 continue
         if isinstance(end, dict):
             for topic, partitions in end.items():
-                ends.setdefault(topic, {}).update(partitions)
+                if isinstance(partitions, dict):
+                    ends.setdefault(topic, {}).update(partitions)
     return {
         "progress_batch_id": last.get("batchId"),
         "batch_duration_ms": (last.get("durationMs") or {}).get("triggerExecution"),
