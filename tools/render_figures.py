@@ -77,8 +77,7 @@ DROPPED: tuple[tuple[str, str], ...] = (
     ("`make bench-experiment`", "producer capacity, rate error and send lag at 5,000 msg/s"),
     (
         "`make bench-engines`",
-        "Flink and Storm latency over three repetitions at 2,000/s, their "
-        "sustainable rates, and the latency parts of one run each",
+        "the latency parts of one Flink and one Storm run",
     ),
     (
         "`make bench-faults`",
