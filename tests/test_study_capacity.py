@@ -58,9 +58,11 @@ class CapacityExperiment(FakeExperiment):
     """A stand-in whose capacity runs leave the collector's summary: p99 200 ms at or below
     the engine's SUSTAINS rate, 9 s (overloaded) above it."""
 
-    def __init__(self, results_dir: Path, sustains=SUSTAINS) -> None:
+    def __init__(self, results_dir: Path, sustains=SUSTAINS, breaks=None) -> None:
         super().__init__(results_dir)
         self.sustains = sustains
+        # Capacity run number -> what it raises instead of leaving its summary.
+        self.breaks: dict[int, BaseException] = breaks or {}
         self.capacity_runs: list[tuple[str, float, int, dict]] = []
 
     def __call__(self, run, extravars, on_phase):
@@ -70,6 +72,8 @@ class CapacityExperiment(FakeExperiment):
         run_dir.mkdir(parents=True)
         rate = float(extravars["rate"])
         self.capacity_runs.append((run.engine, rate, extravars["count"], extravars))
+        if len(self.capacity_runs) in self.breaks:
+            raise self.breaks[len(self.capacity_runs)]
         passes = rate <= self.sustains[run.engine]
         summary = {
             "status": "complete",
@@ -275,16 +279,8 @@ def test_other_hosts_measure_again(tmp_path, kit):
 
 def test_an_interrupted_search_goes_on_from_its_trials(tmp_path, kit):
     results = tmp_path / "results"
-    first = CapacityExperiment(results)
-    original = first.__call__
-
-    def interrupted(run, extravars, on_phase):
-        if len(first.capacity_runs) == 2:
-            raise KeyboardInterrupt
-        return original(run, extravars, on_phase)
-
-    first.__call__ = interrupted  # type: ignore[method-assign]
-    runner, _ = runner_for(write_spec(tmp_path), kit, results, interrupted)
+    first = CapacityExperiment(results, breaks={3: KeyboardInterrupt()})
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, first)
     with pytest.raises(KeyboardInterrupt):
         runner.run()
     partial = load_record(results / "loaded")["capacity_trials"]["flink"]
@@ -306,16 +302,8 @@ def test_an_interrupted_search_goes_on_from_its_trials(tmp_path, kit):
 
 def test_a_trial_that_left_no_summary_stops_the_search_and_is_run_again(tmp_path, kit):
     results = tmp_path / "results"
-    broken = CapacityExperiment(results)
-    original = broken.__call__
-
-    def no_summary(run, extravars, on_phase):
-        if len(broken.capacity_runs) == 1:
-            broken.capacity_runs.append((run.engine, extravars["rate"], 0, extravars))
-            raise RuntimeError("ansible-runner could not start")
-        return original(run, extravars, on_phase)
-
-    runner, _ = runner_for(write_spec(tmp_path), kit, results, no_summary)
+    broken = CapacityExperiment(results, breaks={2: RuntimeError("ansible-runner could not start")})
+    runner, _ = runner_for(write_spec(tmp_path), kit, results, broken)
     with pytest.raises(StudyError, match="left no collector summary .RuntimeError"):
         runner.run()
     trials = load_record(results / "loaded")["capacity_trials"]["flink"]["trials"]
