@@ -35,7 +35,14 @@ from typing import Any
 import fault_figures
 import lab_playbooks
 
-from analysis.study.capacity import CapacitySpec, Trial, search
+from analysis.study.capacity import (
+    FAILED,
+    FIRST_SUMMARY,
+    CapacitySpec,
+    Trial,
+    search,
+    trial_from_summary,
+)
 
 P99_LIMIT_MS = 1000
 # In a configuration, the rate search's own bound for it, not a setting of the engine.
@@ -81,16 +88,11 @@ class Config:
 
 @dataclass(frozen=True)
 class RunFigures:
+    """One run of a configuration: the collector's figures, as a study's capacity trial reads
+    them."""
+
     config: Config
-    run_id: str
-    rate: float
-    p50: float
-    p99: float
-    send_lag_p99: float
-    output_rate: float
-    overloaded: bool | None
-    status: str
-    wall_s: float
+    trial: Trial
 
 
 def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Path) -> RunFigures:
@@ -108,29 +110,17 @@ def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Pa
     }
     started = time.monotonic()
     lab_playbooks.run(("experiment.yml",), extravars)
-    wall = time.monotonic() - started
-    summary = json.loads((results / run_id / "first-summary.json").read_text())
-    latency = summary["latency_ms"]
-    figures = RunFigures(
-        config=config,
-        run_id=run_id,
-        rate=rate,
-        p50=latency["p50"],
-        p99=latency["p99"],
-        send_lag_p99=summary["send_lag_ms"]["p99"],
-        output_rate=summary["output_rate"]["messages_per_s"],
-        overloaded=summary["overload"]["overloaded"],
-        status=summary["status"],
-        wall_s=wall,
-    )
+    trial = trial_from_summary(run_id, rate, results / run_id, time.monotonic() - started)
+    if trial.status == FAILED:
+        raise SystemExit(f"{run_id} left no {FIRST_SUMMARY} in {results / run_id}: see its logs")
     print(
         f"  {config.label} {rate:>7,.0f}/s {run_id}: "
-        f"p50 {figures.p50:,.0f} ms, p99 {figures.p99:,.0f} ms, "
-        f"send lag p99 {figures.send_lag_p99:,.1f} ms, output {figures.output_rate:,.0f}/s, "
-        f"overloaded={figures.overloaded}, {figures.status}, {wall:.0f} s",
+        f"p50 {trial.p50_ms:,.0f} ms, p99 {trial.p99_ms:,.0f} ms, "
+        f"send lag p99 {trial.send_lag_p99_ms:,.1f} ms, output {trial.output_per_s:,.0f}/s, "
+        f"overloaded={trial.overloaded}, {trial.status}, {trial.wall_s:.0f} s",
         flush=True,
     )
-    return figures
+    return RunFigures(config, trial)
 
 
 def spread(values: list[float]) -> str:
@@ -149,6 +139,17 @@ def cell(values: list[float], digits: int = 0) -> str:
     )
 
 
+def number(value: float | None) -> float:
+    """A figure of a complete run (run_once refuses a run without its summary)."""
+    assert value is not None
+    return value
+
+
+def values(runs: list[RunFigures], name: str) -> list[float]:
+    """One of the trials' figures (Trial's field `name`), over the runs."""
+    return [number(getattr(run.trial, name)) for run in runs]
+
+
 def judged(overloaded: bool | None) -> str:
     return {True: "yes", False: "no", None: "unknown"}[overloaded]
 
@@ -162,12 +163,12 @@ def repetitions(config: Config, args: argparse.Namespace) -> list[RunFigures]:
         run_once(config, args.count, args.rate, args.warmup_s, args.results)
         for _ in range(args.reps)
     ]
-    print(f"{config.label} steady-state p50 ms: {spread([r.p50 for r in runs])}")
-    print(f"{config.label} steady-state p99 ms: {spread([r.p99 for r in runs])}")
-    print(f"{config.label} send lag p99 ms: {spread([r.send_lag_p99 for r in runs])}")
+    print(f"{config.label} steady-state p50 ms: {spread(values(runs, 'p50_ms'))}")
+    print(f"{config.label} steady-state p99 ms: {spread(values(runs, 'p99_ms'))}")
+    print(f"{config.label} send lag p99 ms: {spread(values(runs, 'send_lag_p99_ms'))}")
     print(
-        f"{config.label} overloaded: {[r.overloaded for r in runs]}, "
-        f"status: {[r.status for r in runs]}"
+        f"{config.label} overloaded: {[r.trial.overloaded for r in runs]}, "
+        f"status: {[r.trial.status for r in runs]}"
     )
     return runs
 
@@ -188,12 +189,8 @@ def sustainable_rate(
     runs: list[RunFigures] = []
 
     def measure(rate: float) -> Trial:
-        figures = run_once(config, spec.count(rate), rate, args.warmup_s, args.results)
-        runs.append(figures)
-        return Trial(
-            figures.run_id, rate, figures.status, figures.overloaded, figures.p50, figures.p99,
-            figures.send_lag_p99, figures.output_rate, figures.wall_s,
-        )  # fmt: skip
+        runs.append(run_once(config, spec.count(rate), rate, args.warmup_s, args.results))
+        return runs[-1].trial
 
     found = search(measure, spec)
     good, bad = found.rate, found.lowest_failing
@@ -222,23 +219,26 @@ RUN_COLUMNS = [
 
 
 def run_row(run: RunFigures) -> list[Any]:
+    trial = run.trial
     return [
         run.config.label,
-        run.run_id,
-        round(run.rate),
-        round(run.p50),
-        round(run.p99),
-        round(run.send_lag_p99, 1),
-        round(run.output_rate),
-        judged(run.overloaded),
-        run.status,
-        round(run.wall_s),
+        trial.run_id,
+        round(trial.rate),
+        round(number(trial.p50_ms)),
+        round(number(trial.p99_ms)),
+        round(number(trial.send_lag_p99_ms), 1),
+        round(number(trial.output_per_s)),
+        judged(trial.overloaded),
+        trial.status,
+        round(trial.wall_s),
     ]
 
 
 def settings_read_back(results: Path, run: RunFigures) -> str:
     """The settings that shape latency, as the job ran them (run.json settings)."""
-    settings = json.loads((results / run.run_id / "run.json").read_text()).get("settings") or {}
+    settings = (
+        json.loads((results / run.trial.run_id / "run.json").read_text()).get("settings") or {}
+    )
     keys = (
         "trigger",
         "trigger_interval_ms",
@@ -261,8 +261,9 @@ def result_file(
     every = [run for runs in steady.values() for run in runs] + [
         run for *_, runs in searched.values() for run in runs
     ]
-    commit, dirty = fault_figures.runs_commit(args.results, every)  # type: ignore[arg-type]
-    header = fault_figures.result_header("make bench-engines", args.results, every)  # type: ignore[arg-type]
+    trials = [run.trial for run in every]  # what the header needs of a run: its run_id
+    commit, dirty = fault_figures.runs_commit(args.results, trials)  # type: ignore[arg-type]
+    header = fault_figures.result_header("make bench-engines", args.results, trials)  # type: ignore[arg-type]
     tables: list[dict[str, Any]] = []
     common = [
         "The test hosts are network namespaces on one machine and share its cores.",
@@ -293,11 +294,11 @@ def result_file(
                     [
                         config.label,
                         len(runs),
-                        cell([r.p50 for r in runs]),
-                        cell([r.p99 for r in runs]),
-                        cell([r.send_lag_p99 for r in runs], 1),
-                        cell([r.output_rate for r in runs]),
-                        ", ".join(judged(r.overloaded) for r in runs),
+                        cell(values(runs, "p50_ms")),
+                        cell(values(runs, "p99_ms")),
+                        cell(values(runs, "send_lag_p99_ms"), 1),
+                        cell(values(runs, "output_per_s")),
+                        ", ".join(judged(r.trial.overloaded) for r in runs),
                         settings_read_back(args.results, runs[0]),
                     ]
                     for config, runs in steady.items()
@@ -342,7 +343,7 @@ def result_file(
                         round(limits[config]),
                         None if good is None else round(good),
                         None if bad is None else round(bad),
-                        "; ".join(f"{r.rate:,.0f}" for r in runs),
+                        "; ".join(f"{r.trial.rate:,.0f}" for r in runs),
                     ]
                     for config, (good, bad, runs) in searched.items()
                 ],

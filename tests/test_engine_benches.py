@@ -16,6 +16,8 @@ import three_engine_figures  # noqa: E402
 from fault_figures import FaultRun  # noqa: E402
 from test_fault_figures import fault_run  # noqa: E402
 
+from analysis.study.capacity import Trial  # noqa: E402
+
 
 def table_of(**recoveries: tuple[float, bool]) -> three_engine_figures.Table:
     """One group per engine, of 3 runs with the given recovery (and whether it is censored)."""
@@ -146,10 +148,9 @@ def test_the_rate_search_doubles_until_a_run_fails_then_bisects(monkeypatch, cap
     capacity = 5_000.0  # a run passes at or below it
 
     def run_once(config, count, rate, warmup_s, results):
-        return engine_figures.RunFigures(
-            config, f"r{rate:.0f}", rate, 50, 200 if rate <= capacity else 5_000, 1.0, rate,
-            rate > capacity, "complete", 60.0,
-        )  # fmt: skip
+        p99 = 200 if rate <= capacity else 5_000
+        trial = Trial(f"r{rate:.0f}", rate, "complete", rate > capacity, 50, p99, 1.0, rate, 60.0)
+        return engine_figures.RunFigures(config, trial)
 
     monkeypatch.setattr(engine_figures, "run_once", run_once)
     args = argparse.Namespace(
@@ -161,7 +162,7 @@ def test_the_rate_search_doubles_until_a_run_fails_then_bisects(monkeypatch, cap
         results=Path("unused"),
     )
     good, bad, runs = engine_figures.sustainable_rate(engine_figures.Config("flink"), args)
-    assert [r.rate for r in runs] == [2_000, 4_000, 8_000, 6_000, 5_000, 5_500]
+    assert [r.trial.rate for r in runs] == [2_000, 4_000, 8_000, 6_000, 5_000, 5_500]
     assert (good, bad) == (5_000, 5_500)
     assert "flink sustainable rate on the test hosts: 5,000/s" in capsys.readouterr().out
 
@@ -180,7 +181,7 @@ def test_the_result_file_has_a_row_per_configuration_and_as_many_cells_as_column
         }
         (tmp_path / run_id / "run.json").write_text(json.dumps(record))
         return engine_figures.RunFigures(
-            config, run_id, rate, 100.0, p99, 2.25, rate, overloaded, "complete", 90.0
+            config, Trial(run_id, rate, "complete", overloaded, 100.0, p99, 2.25, rate, 90.0)
         )
 
     steady = {

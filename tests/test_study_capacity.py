@@ -37,6 +37,8 @@ LOAD_SPEC = {
     "faults": [{"fault": "kill_taskmanager", "engines": ["flink"], "fault_at_s": 20},
                {"fault": "none", "engines": ["storm"]}],
 }  # fmt: skip
+# A study at a fixed rate: with capacity:, the report gives the fraction it was.
+FIXED_RATE = {"warmup_s": 5, "recovery_window_s": 30, "rate": 1_000, "count": 60_000}
 # What each engine sustains in the stand-in: a run passes at or below it.
 SUSTAINS = {"flink": 3_000.0, "storm": 1_500.0}
 
@@ -262,9 +264,7 @@ def test_a_changed_criterion_is_refused_before_any_trial_when_runs_used_it(tmp_p
 
 def test_other_hosts_measure_again(tmp_path, kit):
     results = tmp_path / "results"
-    path = write_spec(tmp_path, load=None, produce_s=None,
-                      parameters={"warmup_s": 5, "recovery_window_s": 30, "rate": 1_000,
-                                  "count": 60_000})  # fmt: skip
+    path = write_spec(tmp_path, load=None, produce_s=None, parameters=FIXED_RATE)
     runner, _ = runner_for(path, kit, results, CapacityExperiment(results))
     runner.run()
     again = CapacityExperiment(results)
@@ -350,9 +350,7 @@ def test_no_sustainable_rate_stops_before_any_run_with_the_trials_kept(tmp_path,
 
 def test_a_fixed_rate_study_with_capacity_reports_its_fraction(tmp_path, kit):
     results = tmp_path / "results"
-    path = write_spec(tmp_path, load=None, produce_s=None,
-                      parameters={"warmup_s": 5, "recovery_window_s": 30, "rate": 1_000,
-                                  "count": 60_000})  # fmt: skip
+    path = write_spec(tmp_path, load=None, produce_s=None, parameters=FIXED_RATE)
     runner, _ = runner_for(path, kit, results, CapacityExperiment(results))
     outcome = runner.run()
     assert {r.parameters["rate"] for r in runner.plan.runs} == {1_000}
@@ -362,9 +360,7 @@ def test_a_fixed_rate_study_with_capacity_reports_its_fraction(tmp_path, kit):
 
 
 def test_without_capacity_the_report_says_it_was_not_measured(tmp_path, kit):
-    path = write_spec(tmp_path, load=None, produce_s=None, capacity=None,
-                      parameters={"warmup_s": 5, "recovery_window_s": 30, "rate": 1_000,
-                                  "count": 60_000})  # fmt: skip
+    path = write_spec(tmp_path, load=None, produce_s=None, capacity=None, parameters=FIXED_RATE)
     the_plan = plan.make_plan(spec.load(path, kit), kit, 1.0, order_seed=5)
     section = "\n".join(study_report._load_section(the_plan, tmp_path, []))
     assert "was not measured" in section and "capacity:" in section

@@ -94,7 +94,8 @@ def error(message: str) -> int:
 
 
 def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, inventory: str) -> int:
-    runner.refuse_changed_capacity((runner.load_record() or {}).get("capacity") or {})
+    measured = (runner.load_record() or {}).get("capacity") or {}
+    runner.refuse_changed_capacity(measured)
     todo = runner.check_existing()
     forecast = runner.forecast(todo)
     scale = "" if plan.scale == 1 else f", scale {plan.scale:g}"
@@ -106,7 +107,6 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
         print(f"  scaled {value.key}: {value.before} -> {value.after}")
     capacity = plan.spec.capacity
     if capacity is not None:
-        measured = (runner.load_record() or {}).get("capacity") or {}
         for engine in plan.spec.engines:
             rate = (measured.get(engine) or {}).get("rate")
             if runner.reusable(engine, measured.get(engine)):

@@ -26,6 +26,7 @@ DEFAULT_RUNS = 6
 DEFAULT_STEADY_S = 30
 DEFAULT_WARMUP_S = 10
 STEP = 100.0  # the search's resolution in messages/s
+FAILED = "failed"  # the status of a trial whose run left no collector summary
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def trial_from_summary(run_id: str, rate: float, run_dir: Path, wall_s: float) -
     try:
         summary = json.loads((run_dir / FIRST_SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return Trial(run_id, rate, "failed", None, None, None, None, None, round(wall_s, 1))
+        return Trial(run_id, rate, FAILED, None, None, None, None, None, round(wall_s, 1))
     latency = summary.get("latency_ms") or {}
     return Trial(
         run_id=run_id,

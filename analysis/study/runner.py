@@ -418,15 +418,30 @@ class StudyRunner:
 
     def recorded_rates(self) -> dict[str, float]:
         """Under load:, the rates from an earlier start's capacities that stand."""
-        load = self.plan.spec.load
-        if load is None or self.plan.spec.capacity is None:
+        if self.plan.spec.load is None or self.plan.spec.capacity is None:
             return {}
         capacity = (self.load_record() or {}).get("capacity") or {}
-        return {
-            engine: rate_at(load, float(capacity[engine]["rate"]))
-            for engine in self.plan.spec.engines
-            if self.reusable(engine, capacity.get(engine))
-        }
+        return self._load_rates(
+            {e: capacity[e] for e in self.plan.spec.engines if self.reusable(e, capacity.get(e))}
+        )
+
+    def _load_rates(self, capacities: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+        """The rate each engine's runs send at under load:, from its capacity."""
+        load = self.plan.spec.load
+        assert load is not None
+        return {engine: rate_at(load, float(entry["rate"])) for engine, entry in capacities.items()}
+
+    def _capacity_run(self, engine: str, rate: float, run_id: str) -> PlannedRun:
+        """A capacity run of the engine at a rate: its capacity settings, no fault."""
+        spec = self.plan.spec.capacity
+        assert spec is not None
+        return PlannedRun(
+            run_id=run_id,
+            engine=engine,
+            fault="none",
+            parameters={**self.capacity_settings(engine), "rate": rate, "count": spec.count(rate)},
+            repetition=0,
+        )
 
     def _trial(self, engine: str, rate: float, spec: CapacitySpec) -> Trial:
         if self.stop_requested():
@@ -436,13 +451,7 @@ class StudyRunner:
         run_id = f"{self.plan.study}-capacity-{engine}-{rate:.0f}-t{number}"
         if (folder / run_id).exists():
             self._move_aside(folder / run_id)  # an earlier start's, interrupted
-        run = PlannedRun(
-            run_id=run_id,
-            engine=engine,
-            fault="none",
-            parameters={**self.capacity_settings(engine), "rate": rate, "count": spec.count(rate)},
-            repetition=0,
-        )
+        run = self._capacity_run(engine, rate, run_id)
         self.progress.note(f"capacity of {engine}: {run_id} at {rate:,.0f}/s")
         started = self.clock()
         problem = ""
@@ -547,8 +556,7 @@ class StudyRunner:
                 f"capacity of {engine}: {bound}{found.rate or 0:,.0f}/s (lowest failing: "
                 f"{found.lowest_failing or 'none'}; p99 bound {spec.p99_bound_ms:g} ms)"
             )
-        load = self.plan.spec.load
-        if load is None:
+        if self.plan.spec.load is None:
             return True
         missing = [e for e in self.plan.spec.engines if not self.capacity[e].get("rate")]
         if missing:
@@ -559,8 +567,7 @@ class StudyRunner:
                 "capacity.p99_bound_ms in the spec, then start the study again"
             )
         self.plan = with_rates(
-            self.plan,
-            {e: rate_at(load, float(self.capacity[e]["rate"])) for e in self.plan.spec.engines},
+            self.plan, self._load_rates({e: self.capacity[e] for e in self.plan.spec.engines})
         )
         return True
 
@@ -609,16 +616,8 @@ class StudyRunner:
         for engine in self.plan.spec.engines:
             if engine in self.capacity or self.reusable(engine, done.get(engine)):
                 continue
-            trial = PlannedRun(
-                run_id=f"{self.plan.study}-capacity-{engine}",
-                engine=engine,
-                fault="none",
-                parameters={
-                    **self.capacity_settings(engine),
-                    "rate": spec.from_rate,
-                    "count": spec.count(spec.from_rate),
-                },
-                repetition=0,
+            trial = self._capacity_run(
+                engine, spec.from_rate, f"{self.plan.study}-capacity-{engine}"
             )
             overhead = overhead_for(trial, self.plan, self.kit, walls, measured).seconds
             total += spec.runs * estimated_s(trial, self.kit, overhead)
@@ -633,13 +632,7 @@ class StudyRunner:
                 ]
             self.started_utc = earlier.get("started_utc") or self.started_utc
             if not self.measure_capacity(earlier):
-                complete = [
-                    run.run_id
-                    for run in self.plan.runs
-                    if run_status(self.results_dir / run.run_id) == COMPLETE
-                ]
-                not_run = [run.run_id for run in self.plan.runs if run.run_id not in complete]
-                return StudyOutcome(complete, [], not_run, False, stopped_by_request=True)
+                return self._outcome([], stopped=False, asked_to_stop=True)
             todo = self.check_existing()
             forecast = self.forecast(todo)
             self.save()
@@ -667,17 +660,22 @@ class StudyRunner:
                             break
             finally:
                 self.progress.end()
-            complete = [
-                run.run_id
-                for run in self.plan.runs
-                if run_status(self.results_dir / run.run_id) == COMPLETE
-            ]
-            not_run = [
-                run.run_id
-                for run in self.plan.runs
-                if run.run_id not in complete and run.run_id not in failed
-            ]
-            return StudyOutcome(complete, failed, not_run, stopped, asked_to_stop)
+            return self._outcome(failed, stopped=stopped, asked_to_stop=asked_to_stop)
+
+    def _outcome(self, failed: list[str], *, stopped: bool, asked_to_stop: bool) -> StudyOutcome:
+        """What the study's runs are now: complete (by their result directories), failed in
+        this start, and not run."""
+        complete = [
+            run.run_id
+            for run in self.plan.runs
+            if run_status(self.results_dir / run.run_id) == COMPLETE
+        ]
+        not_run = [
+            run.run_id
+            for run in self.plan.runs
+            if run.run_id not in complete and run.run_id not in failed
+        ]
+        return StudyOutcome(complete, failed, not_run, stopped, asked_to_stop)
 
 
 def load_record(study_dir: Path) -> dict[str, Any] | None:
