@@ -150,10 +150,6 @@ def values(runs: list[RunFigures], name: str) -> list[float]:
     return [number(getattr(run.trial, name)) for run in runs]
 
 
-def judged(overloaded: bool | None) -> str:
-    return {True: "yes", False: "no", None: "unknown"}[overloaded]
-
-
 def repetitions(config: Config, args: argparse.Namespace) -> list[RunFigures]:
     print(
         f"{config.label}: {args.reps} runs of {args.count:,} messages at {args.rate:,.0f}/s",
@@ -228,7 +224,7 @@ def run_row(run: RunFigures) -> list[Any]:
         round(number(trial.p99_ms)),
         round(number(trial.send_lag_p99_ms), 1),
         round(number(trial.output_per_s)),
-        judged(trial.overloaded),
+        fault_figures.YES_NO[trial.overloaded],
         trial.status,
         round(trial.wall_s),
     ]
@@ -298,7 +294,7 @@ def result_file(
                         cell(values(runs, "p99_ms")),
                         cell(values(runs, "send_lag_p99_ms"), 1),
                         cell(values(runs, "output_per_s")),
-                        ", ".join(judged(r.trial.overloaded) for r in runs),
+                        ", ".join(fault_figures.YES_NO[r.trial.overloaded] for r in runs),
                         settings_read_back(args.results, runs[0]),
                     ]
                     for config, runs in steady.items()
