@@ -102,6 +102,8 @@ bench-reset: setup
 # The test hosts converged with Flink's TLS off, for the benches that compare engines: the other
 # engines have no TLS on their own traffic (bench/equal_footing_inventory.py).
 EQUAL_INVENTORY := bench/out/lab-equal/hosts.yml
+# bench-user-study's CPU samples, kept across its starts.
+USER_STUDY_CPU := bench/out/studies-cpu.jsonl
 equal-footing: setup
 	$(PY) bench/equal_footing_inventory.py
 	$(BIN)/ansible-playbook -i $(EQUAL_INVENTORY) playbooks/site.yml
@@ -144,15 +146,18 @@ bench-guarantees: setup
 	  --results bench/out/studies
 	$(PY) bench/guarantee_figures.py --from-results bench/out/studies --runs "guarantees-lab-*"
 
+# Needs test hosts (make lab): the user's study at scale 1 on them, each engine's capacity
+# measured first (bench/studies/flink-vs-storm-lab.yml: 27 runs, about 2.5 hours; resumable),
+# the machine's CPU per kind of process sampled beside it (each start's samples appended).
+bench-user-study: equal-footing
+	$(PY) bench/process_cpu.py --append $(USER_STUDY_CPU) & sampler=$$!; \
+	  $(BIN)/streamlab-study bench/studies/flink-vs-storm-lab.yml -i $(EQUAL_INVENTORY) \
+	    --results bench/out/studies; status=$$?; kill $$sampler; wait $$sampler; exit $$status
+	$(PY) bench/fault_figures.py --from-results bench/out/studies --runs "flink-vs-storm-lab-*" \
+	  --cpu-samples $(USER_STUDY_CPU)
+
 # Needs test hosts (make lab): studies/three-engines.yml (Flink, Storm and Spark at least once,
 # the worker process killed mid-run, 3 repetitions: about 40 minutes), then its figures.
-# Needs test hosts (make lab): the user's study at scale 1 on them, each engine's capacity
-# measured first (bench/studies/flink-vs-storm-lab.yml: 27 runs, about 2.5 hours; resumable).
-bench-user-study: equal-footing
-	$(BIN)/streamlab-study bench/studies/flink-vs-storm-lab.yml -i $(EQUAL_INVENTORY) \
-	  --results bench/out/studies
-	$(PY) bench/fault_figures.py --from-results bench/out/studies --runs "flink-vs-storm-lab-*"
-
 bench-three-engines: equal-footing
 	$(BIN)/streamlab-study studies/three-engines.yml -i $(EQUAL_INVENTORY) --results bench/out/studies
 	$(PY) bench/three_engine_figures.py --from-results bench/out/studies --runs "three-engines-*"

@@ -93,11 +93,14 @@ class ProcessSampler:
     """Samples every interval_s, in a thread, each kind's CPU ticks since the sample before
     (a process started in between counts from its start; one that ended loses its last
     interval) and the machine's, and writes them to path as JSON lines
-    ({"t_ms", "machine", "kinds": {kind: ticks}}), on the control node's clock."""
+    ({"t_ms", "machine", "kinds": {kind: ticks}}), on the control node's clock, after a first
+    line that marks its start ("start": true). With append,
+    after the lines already in path: a resumed study's samples join its earlier starts'."""
 
-    def __init__(self, path: Path, interval_s: float = 2.0) -> None:
+    def __init__(self, path: Path, interval_s: float = 2.0, append: bool = False) -> None:
         self.path = path
         self.interval_s = interval_s
+        self.append = append
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -121,7 +124,11 @@ class ProcessSampler:
         last = {(pid, started): ticks for pid, (_, ticks, started) in _process_ticks().items()}
         machine = _machine_ticks()
         since = _uptime_ticks()
-        with self.path.open("w", encoding="utf-8") as out:
+        with self.path.open("a" if self.append else "w", encoding="utf-8") as out:
+            # The baseline's instant: the first interval starts here, and none of an earlier
+            # start's (append) ends here.
+            start = {"t_ms": int(time.time() * 1000), "machine": 0, "kinds": {}, "start": True}
+            out.write(json.dumps(start) + "\n")
             while not self._stop.wait(self.interval_s):
                 # Uptime before the scan: a process started during it is new, not unknown.
                 now_since = _uptime_ticks()
@@ -160,6 +167,8 @@ def shares(
     totals: dict[str, float] = {}
     covered_ms = 0
     for before, sample in itertools.pairwise(samples):
+        if sample.get("start"):
+            continue  # a sampler's start: the gap since an earlier one's last line is unsampled
         begin, end = int(before["t_ms"]), int(sample["t_ms"])
         overlap = min(end, end_ms) - max(begin, start_ms)
         if end <= begin or overlap <= 0:
@@ -182,12 +191,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Sample per-kind CPU until interrupted.")
     parser.add_argument("out", type=Path, help="JSON lines to write (ProcessSampler's format)")
     parser.add_argument("--interval-s", type=float, default=2.0)
+    parser.add_argument("--append", action="store_true", help="keep the lines already in out")
     args = parser.parse_args()
     stop = threading.Event()
     # A background job does not get SIGINT from a shell: SIGTERM ends it cleanly too.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with ProcessSampler(args.out, args.interval_s):
+    with ProcessSampler(args.out, args.interval_s, append=args.append):
         stop.wait()
     return 0
 

@@ -60,5 +60,22 @@ def test_the_sampler_writes_a_line_per_interval(tmp_path):
     out = tmp_path / "cpu.jsonl"
     with process_cpu.ProcessSampler(out, interval_s=0.1):
         time.sleep(0.5)
+    first, *samples = process_cpu.read_samples(out)
+    assert first["start"] and samples and all(sample["machine"] > 0 for sample in samples)
+
+
+def test_a_resumed_samplers_lines_join_the_earlier_ones_without_counting_the_gap(tmp_path):
+    out = tmp_path / "cpu.jsonl"
+    for _ in range(2):
+        with process_cpu.ProcessSampler(out, interval_s=0.1, append=True):
+            time.sleep(0.35)
+        time.sleep(0.3)  # the study stopped, and started again
     samples = process_cpu.read_samples(out)
-    assert samples and all(sample["machine"] > 0 for sample in samples)
+    starts = [n for n, sample in enumerate(samples) if sample.get("start")]
+    assert len(starts) == 2 and starts[0] == 0
+    gap = (samples[starts[1] - 1]["t_ms"], samples[starts[1]]["t_ms"])
+    assert gap[1] - gap[0] >= 300
+    # Within each start the samples cover the window; across the gap they do not.
+    assert process_cpu.shares(samples, samples[0]["t_ms"], samples[starts[1] - 1]["t_ms"])
+    assert process_cpu.shares(samples, samples[starts[1]]["t_ms"], samples[-1]["t_ms"])
+    assert process_cpu.shares(samples, gap[0] - 50, gap[1] + 50) == {}
