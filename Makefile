@@ -154,7 +154,7 @@ bench-user-study: equal-footing
 	  $(BIN)/streamlab-study bench/studies/flink-vs-storm-lab.yml -i $(EQUAL_INVENTORY) \
 	    --results bench/out/studies; status=$$?; kill $$sampler; wait $$sampler; exit $$status
 	$(PY) bench/fault_figures.py --from-results bench/out/studies --runs "flink-vs-storm-lab-*" \
-	  --cpu-samples $(USER_STUDY_CPU)
+	  --cpu-samples $(USER_STUDY_CPU) --study flink-vs-storm-lab --bench "make bench-user-study"
 
 # Needs test hosts (make lab): studies/three-engines.yml (Flink, Storm and Spark at least once,
 # the worker process killed mid-run, 3 repetitions: about 40 minutes), then its figures.

@@ -685,32 +685,44 @@ def _interval_text(metric: Metric, interval: intervals.Interval | None, without:
     return text + (f", {without} without" if without else "")
 
 
+INTERVALS_NOTE = (
+    "Each group's mean over its counted runs and its two-sided 95 % Student t interval "
+    "[low, high] (docs/metrics.md); a group of one run has none. Percentages are % of the "
+    "run's messages. Recovery and its phases are each run's worst fault, in seconds from "
+    "the fault's start. A group with a censored recovery gives the Kaplan-Meier median of "
+    "its runs' recoveries instead, a lower bound (`>=`) when the estimated share still "
+    "unrecovered never falls to one half. A phase (detected, whole again, first output, "
+    "caught up) that some counted run did not observe gets no interval, and says how many "
+    "runs did not. `k without`: counted runs with no steady window for the figure (never "
+    "reached before the fault, none after the recovery)."
+)
+
+
 def intervals_section(groups: Sequence[Group]) -> str:
     """Each group's headline figures as mean [95 % interval] over its counted runs."""
-    metrics = [_metric(key) for key in INTERVAL_METRICS]
-    lines = [
-        "## Intervals over repetitions",
-        "",
-        "Each group's mean over its counted runs and its two-sided 95 % Student t interval "
-        "[low, high] (docs/metrics.md); a group of one run has none. Percentages are % of the "
-        "run's messages. Recovery and its phases are each run's worst fault, in seconds from "
-        "the fault's start. A group with a censored recovery gives the Kaplan-Meier median of "
-        "its runs' recoveries instead, a lower bound (`>=`) when the estimated share still "
-        "unrecovered never falls to one half. A phase (detected, whole again, first output, "
-        "caught up) that some counted run did not observe gets no interval, and says how many "
-        "runs did not. `k without`: counted runs with no steady window for the figure (never "
-        "reached before the fault, none after the recovery).",
-        "",
-        "| group | n | recovery s | " + " | ".join(m.label for m in metrics) + " |",
-        "|---|---|---|" + "---|" * len(metrics),
-    ]
-    for group in groups:
-        cells = [
-            _interval_text(m, _metric_interval(group, m), _without(group, m))
-            for m in (_metric("recovery_bound_s"), *metrics)
-        ]
-        lines.append(f"| {group.label} | {len(group.counted)} | " + " | ".join(cells) + " |")
+    lines = ["## Intervals over repetitions", "", INTERVALS_NOTE, ""]
+    columns, rows = interval_rows(groups)
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def interval_rows(groups: Sequence[Group]) -> tuple[list[str], list[list[str]]]:
+    """The Intervals section's table, as columns and rows (the benches publish it too)."""
+    metrics = [_metric(key) for key in INTERVAL_METRICS]
+    columns = ["group", "n", "recovery s", *(m.label for m in metrics)]
+    rows = [
+        [
+            group.label,
+            str(len(group.counted)),
+            *(
+                _interval_text(m, _metric_interval(group, m), _without(group, m))
+                for m in (_metric("recovery_bound_s"), *metrics)
+            ),
+        ]
+        for group in groups
+    ]
+    return columns, rows
 
 
 def _compared_metrics() -> list[Metric]:

@@ -33,7 +33,9 @@ RATE defaults to 500 msg/s: on test hosts that share two cores, Storm's topology
 Writes bench/out/faults/fault-figures.json in the format of docs/bench-results.md: copy it to
 bench/results/ to publish it (tools/render_figures.py renders docs/figures.md from there).
 `--from-results DIR` rebuilds the tables from the runs already in DIR (`--cpu-samples` gives
-them the samples of a bench/process_cpu.py that ran beside them). `--settings` and
+them the samples of a bench/process_cpu.py that ran beside them; `--study NAME` adds the study's
+95 % intervals, what they show and its time, from DIR/NAME/study.json; `--bench` names what
+made the runs in the file's header, as `make bench-user-study`). `--settings` and
 `--recovery-window-s` narrow or change the runs. Needs converged test
 hosts. Run as root from the repository: `make bench-faults`. All test hosts share this
 machine's cores: the figures describe that lab, not a real cluster.
@@ -58,8 +60,9 @@ import lab_playbooks
 import process_cpu
 import yaml
 
+from analysis import compare
 from analysis.compare import wall_clock_moved
-from analysis.study.report import phase_medians
+from analysis.study.report import phase_medians, study_time
 from producer.lagsampler import LagSample
 from producer.steady import overload
 
@@ -464,7 +467,7 @@ def result_file(
     runs = [run for *_, chosen in table for run in chosen]
     dirty = runs_commit(results, runs)[1]
     return {
-        **result_header("make bench-faults", results, runs),
+        **result_header(args.bench, results, runs),
         "tables": [
             {
                 "title": "Recovery per fault, per engine and setting",
@@ -522,10 +525,13 @@ def _per_setting(
     every_run: bool = False,
 ) -> str:
     """One cell: the figure of each of the engine's settings, over its counted runs (every run
-    for every_run: loss counts in overloaded and clock-moved runs too)."""
+    for every_run: loss counts in overloaded and clock-moved runs too), each named by its fault
+    too where the engine had several."""
+    faults = {fault for name, fault, *_ in table if name == engine}
     parts = [
-        f"{setting} s: {figure([r for r in runs if every_run or r.counted])}"
-        for name, _, _, setting, runs in table
+        f"{f'{fault} ' if len(faults) > 1 else ''}{setting} s: "
+        f"{figure([r for r in runs if every_run or r.counted])}"
+        for name, fault, _, setting, runs in table
         if name == engine
     ]
     return "; ".join(parts) or "not measured"
@@ -657,6 +663,80 @@ def phase_part(results: Path, runs: list[FaultRun]) -> dict[str, Any]:
     }
 
 
+def grouped(runs: list[FaultRun]) -> list[tuple[str, str, str, int, list[FaultRun]]]:
+    """The runs per engine, fault and setting, in SETTINGS' order of engines: a study may give
+    an engine several faults (the user's study stops and kills Flink's TaskManager), which
+    must not share a row."""
+    table: list[tuple[str, str, str, int, list[FaultRun]]] = []
+    for engine, (_, knob, _) in SETTINGS.items():
+        mine = [r for r in runs if r.engine == engine]
+        for fault in sorted({r.fault for r in mine}):
+            for value in sorted({r.setting for r in mine if r.fault == fault}):
+                chosen = [r for r in mine if (r.fault, r.setting) == (fault, value)]
+                table.append((engine, fault, knob, value, chosen))  # type: ignore[arg-type]
+    return table
+
+
+def study_parts(run_dirs: list[Path], results: Path, study: str) -> list[dict[str, Any]]:
+    """The runs as their study compares them (analysis/compare.py): each group's mean and 95 %
+    interval, with what the intervals show as notes, and the study's time against its
+    producing time (results/<study>/study.json)."""
+    groups = compare.group_runs(compare.load_runs(run_dirs))
+    columns, rows = compare.interval_rows(groups)
+    shown = compare.findings(groups).splitlines()
+    parts: list[dict[str, Any]] = [
+        {
+            "title": "Means and 95 % intervals over repetitions",
+            "description": compare.INTERVALS_NOTE
+            + ' The notes are the study report\'s "What this study shows", written from the '
+            "verdicts and these intervals alone.",
+            "columns": columns,
+            "rows": rows,
+            "notes": [line.removeprefix("- ") for line in shown if line.startswith("- ")],
+        }
+    ]
+    record_path = results / study / "study.json"
+    spent = (
+        study_time(json.loads(record_path.read_text()), results) if record_path.is_file() else None
+    )
+    if spent is not None:
+        parts.append(
+            {
+                "title": "The study's time",
+                "description": (
+                    "From study.json: every attempt's wall time on the control node's monotonic "
+                    "clock (the study's starts added up, the time between them not counted), "
+                    "against the producers' sending time of the complete runs "
+                    "(produced.summary.json), and the capacity search's runs before them."
+                ),
+                "columns": [
+                    "attempts",
+                    "wall min",
+                    "complete runs",
+                    "producing min",
+                    "producing % of wall",
+                    "around producing per run s: min / median / max",
+                    "capacity runs",
+                    "capacity wall min",
+                ],
+                "rows": [
+                    [
+                        spent.attempts,
+                        round(spent.wall_s / 60, 1),
+                        spent.complete,
+                        round(spent.producing_s / 60, 1),
+                        round(100 * spent.producing_s / spent.wall_s),
+                        f"{spent.around_s[0]:.0f} / {spent.around_median_s:.0f} / "
+                        f"{spent.around_s[-1]:.0f}",
+                        spent.capacity_runs,
+                        round(spent.capacity_wall_s / 60, 1),
+                    ]
+                ],
+            }
+        )
+    return parts
+
+
 def described_by_runs(args: argparse.Namespace, run_dirs: list[Path]) -> None:
     """Set the description's figures (count, rate, fault schedule, window, repetitions) from
     the runs' own parameters where they all agree, not from this command's defaults."""
@@ -671,10 +751,10 @@ def described_by_runs(args: argparse.Namespace, run_dirs: list[Path]) -> None:
         values = {record["parameters"].get(key) for record in records}
         if len(values) == 1 and None not in values:
             setattr(args, name, values.pop())
-    groups: dict[tuple[str, Any], int] = {}
+    groups: dict[tuple[str, str, Any], int] = {}
     for record in records:
         knob = SETTINGS[record["engine"]][1]
-        group = (record["engine"], record["parameters"].get(knob))
+        group = (record["engine"], record["fault"], record["parameters"].get(knob))
         groups[group] = groups.get(group, 0) + 1
     if len(set(groups.values())) == 1:
         args.reps = next(iter(groups.values()))
@@ -712,6 +792,16 @@ def main() -> int:
         "--runs", default="bench-fault-*", help="with --from-results: which run directories"
     )
     parser.add_argument(
+        "--bench",
+        default="make bench-faults",
+        help="what made the runs, for the result file's header (docs/bench-results.md)",
+    )
+    parser.add_argument(
+        "--study",
+        help="with --from-results: the study the runs are of (its study.json): its 95 %% "
+        "intervals, what they show and its time join the tables",
+    )
+    parser.add_argument(
         "--cpu-samples",
         type=Path,
         help="with --from-results: CPU samples of bench/process_cpu.py for runs without their own",
@@ -735,10 +825,7 @@ def main() -> int:
             parser.error(f"no summarised run matches {results / args.runs}")
         runs = [figures_of(out, cpu_file=args.cpu_samples) for out in done]
         described_by_runs(args, done)
-        for engine, (fault, knob, _) in SETTINGS.items():
-            for value in sorted({r.setting for r in runs if r.engine == engine}):
-                chosen = [r for r in runs if (r.engine, r.setting) == (engine, value)]
-                table.append((engine, fault, knob, value, chosen))
+        table = grouped(runs)
     else:
         results.mkdir(parents=True, exist_ok=True)
         print(
@@ -752,6 +839,8 @@ def main() -> int:
                 runs = [run_once(engine, setting, args, results) for _ in range(args.reps)]
                 table.append((engine, fault, knob, setting, runs))
     document = result_file(args, table, results)
+    if args.from_results and args.study:
+        document["tables"] += study_parts(done, results, args.study)
     for part in document["tables"]:
         print(f"\n{part['title']}\n{markdown(part['columns'], part['rows'])}")
     out = results / "fault-figures.json"

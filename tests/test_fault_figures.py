@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -88,3 +89,62 @@ def test_guarantee_figures_group_by_engine_and_guarantee(monkeypatch, tmp_path):
     rows = [fault_figures.group_row(*row) for row in table]  # type: ignore[arg-type]
     assert rows[0][2] == "guarantee=at_most_once" and rows[0][5] == 900
     assert rows[3][1] == "kill_storm_worker" and rows[3][5] == 30
+
+
+def test_an_engines_faults_get_rows_of_their_own_and_name_themselves_beside_the_reference():
+    runs = [
+        fault_run("f1", 10.0, fault="stop_taskmanager"),
+        fault_run("f2", 30.0),
+        fault_run("f3", 50.0, setting=30),
+        fault_run("s1", 20.0, engine="storm", fault="kill_supervisor"),
+    ]
+    table = fault_figures.grouped(runs)
+    assert [(engine, fault, setting, [r.run_id for r in chosen])
+            for engine, fault, _, setting, chosen in table] == [
+        ("flink", "kill_taskmanager", 5, ["f2"]),
+        ("flink", "kill_taskmanager", 30, ["f3"]),
+        ("flink", "stop_taskmanager", 5, ["f1"]),
+        ("storm", "kill_supervisor", 5, ["s1"]),
+    ]  # fmt: skip
+    rows = {row[0]: row for row in fault_figures.reference_part(table)["rows"]}
+    assert rows["recovery s"][2] == (
+        "kill_taskmanager 5 s: 30.0 (30.0-30.0); kill_taskmanager 30 s: 50.0 (50.0-50.0); "
+        "stop_taskmanager 5 s: 10.0 (10.0-10.0)"
+    )
+    assert rows["recovery s"][4] == "5 s: 20.0 (20.0-20.0)"  # one fault: not named
+
+
+def test_a_studys_parts_give_its_intervals_what_they_show_and_its_time(tmp_path):
+    from test_compare_verdicts import fault, summary  # noqa: PLC0415
+
+    dirs = []
+    for n, recovery in enumerate((10.0, 12.0, 14.0, 40.0, 42.0, 44.0)):
+        run_dir = summary(tmp_path, f"s-run-{n}", [fault(recovery, 0.5)])
+        if n >= 3:  # the second group: another checkpoint interval
+            data = json.loads((run_dir / "summary.json").read_text())
+            data["parameters"]["checkpoint_interval_s"] = 30
+            (run_dir / "summary.json").write_text(json.dumps(data))
+        sent = {"start_ms": 0, "end_ms": 100_000}  # 100 s of producing each
+        (run_dir / "produced.summary.json").write_text(json.dumps(sent))
+        dirs.append(run_dir)
+    attempts = [
+        {"run_id": d.name, "attempts": [{"status": "complete", "wall_s": 150.0 + 10 * n}]}
+        for n, d in enumerate(dirs)
+    ]
+    capacity = {"flink": {"trials": [{"wall_s": 60.0}, {"wall_s": 90.0}]}}
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.json").write_text(json.dumps({"runs": attempts, "capacity": capacity}))
+    intervals, spent = fault_figures.study_parts(dirs, tmp_path, "s")
+    rows = {row[0]: row for row in intervals["rows"]}
+    assert [row[1] for row in rows.values()] == ["3", "3"]
+    # Recoveries 10, 12, 14: mean 12, sd 2, t(2) = 4.303: 12 ± 4.97; 40, 42, 44 likewise.
+    assert rows["flink checkpoint_interval_s=5"][2] == "12.0 [7.0, 17.0]"
+    assert rows["flink checkpoint_interval_s=30"][2] == "42.0 [37.0, 47.0]"
+    # The notes: the findings, each from the intervals.
+    assert intervals["notes"][:2] == [
+        "Verdicts: 6 of 6 runs with a verdict held their guarantee.",
+        "Loss: no run with a verdict lost an acknowledged message.",
+    ]
+    assert "checkpoint_interval_s=5 had a lower recovery s" in intervals["notes"][2]
+    assert "No difference shown in loss, replayed s/fault" in intervals["notes"][2]
+    assert spent["rows"] == [[6, 17.5, 6, 10.0, 57, "50 / 80 / 100", 2, 2.5]]

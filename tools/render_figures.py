@@ -39,6 +39,11 @@ BENCHES: dict[str, str] = {
     "fast (`bench/taskmanager_restarts.py`)",
     "make bench-study": "the user's study (`studies/flink-vs-storm.yml`) at half scale, with the "
     "engines' own evidence per setting",
+    "make bench-user-study": "the user's study at scale 1 on the test hosts with Flink's TLS "
+    "off (`bench/studies/flink-vs-storm-lab.yml`): each engine's capacity, then both "
+    "at-least-once under a TaskManager or supervisor failure at three settings, 3 repetitions, "
+    "beside the reference study, with 95 % intervals and the study's time "
+    "(`bench/fault_figures.py --study`)",
     "make bench-guarantees": "each engine under each delivery guarantee it offers, with its "
     "worker killed mid-run, 3 repetitions: loss, duplicates, steady latency and recovery "
     "(`bench/guarantee_figures.py`)",

@@ -9,6 +9,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -402,13 +403,26 @@ def _analysis_text(tried: int, summarised: int, analysis_s: float) -> str:
     )
 
 
-def _time_section(
-    plan: Plan, results_dir: Path, tried: int, summarised: int, analysis_s: float
-) -> list[str]:
-    """The study's own cost: the wall time of every attempt (what the runner spent, on the
-    control node's monotonic clock) against the time the producers sent, and the one analysis
-    of the runs at the end."""
-    record = load_record(results_dir / plan.study) or {}
+@dataclass(frozen=True)
+class StudyTime:
+    """What a study cost (study.json attempts, on the control node's monotonic clock) against
+    the time its producers sent (each complete run's produced.summary.json)."""
+
+    attempts: int
+    wall_s: float
+    complete: int  # complete runs with a producer's summary
+    producing_s: float
+    around_s: list[float]  # per complete run: its attempt's wall time less its producing, sorted
+    capacity_runs: int
+    capacity_wall_s: float
+
+    @property
+    def around_median_s(self) -> float:
+        return self.around_s[len(self.around_s) // 2]
+
+
+def study_time(record: dict[str, Any], results_dir: Path) -> StudyTime | None:
+    """The study's time from its record; None before a complete run with a producer's summary."""
     attempts = [a for entry in record.get("runs") or [] for a in entry.get("attempts") or []]
     walls = [float(a["wall_s"]) for a in attempts if isinstance(a.get("wall_s"), int | float)]
     complete = [
@@ -420,40 +434,65 @@ def _time_section(
     producing = {run_id: producing_s(results_dir / run_id) for run_id, _ in complete}
     known = [(float(a["wall_s"]), producing[run_id]) for run_id, a in complete]
     known = [(wall, sent) for wall, sent in known if sent is not None]
-    total_wall, total_sent = sum(walls), sum(sent for _, sent in known)
-    if not known or total_wall <= 0:
-        return []
-    overheads = sorted(wall - sent for wall, sent in known)
-    return [
-        "## Time",
-        "",
-        f"{len(walls)} attempt(s) took {total_wall / 60:.1f} min of wall time in all (each "
-        "from the playbook's start to its end: checks, topics, job submission, producing, "
-        "drain, recording, recovery). The producers sent for "
-        f"{total_sent / 60:.1f} min of it ({len(known)} complete runs), so producing was "
-        f"{100 * total_sent / total_wall:.0f} % of the study's time. Per complete run, the time "
-        f"around producing was {overheads[0]:.0f} to {overheads[-1]:.0f} s (median "
-        f"{overheads[len(overheads) // 2]:.0f} s).{_analysis_text(tried, summarised, analysis_s)}"
-        f"{_capacity_time(record)} Not counted: the rest of this report, and for a resumed "
-        "study, the time between its starts and the analysis and report of earlier starts.",
-        "",
-        *_phase_lines([results_dir / run_id for run_id, _ in complete]),
-    ]
-
-
-def _capacity_time(record: dict[str, Any]) -> str:
-    """The capacity search's runs, which came before the study's (not in the figures above)."""
+    if not known or sum(walls) <= 0:
+        return None
     trials = [
         float(trial["wall_s"])
         for entry in (record.get("capacity") or {}).values()
         for trial in (entry or {}).get("trials") or []
         if isinstance(trial.get("wall_s"), int | float)
     ]
-    if not trials:
+    return StudyTime(
+        attempts=len(walls),
+        wall_s=sum(walls),
+        complete=len(known),
+        producing_s=sum(sent for _, sent in known),
+        around_s=sorted(wall - sent for wall, sent in known),
+        capacity_runs=len(trials),
+        capacity_wall_s=sum(trials),
+    )
+
+
+def _time_section(
+    plan: Plan, results_dir: Path, tried: int, summarised: int, analysis_s: float
+) -> list[str]:
+    """The study's own cost: the wall time of every attempt (what the runner spent, on the
+    control node's monotonic clock) against the time the producers sent, and the one analysis
+    of the runs at the end."""
+    record = load_record(results_dir / plan.study) or {}
+    spent = study_time(record, results_dir)
+    if spent is None:
+        return []
+    complete = [
+        entry["run_id"]
+        for entry in record.get("runs") or []
+        if any(a.get("status") == COMPLETE for a in entry.get("attempts") or [])
+    ]
+    return [
+        "## Time",
+        "",
+        f"{spent.attempts} attempt(s) took {spent.wall_s / 60:.1f} min of wall time in all "
+        "(each from the playbook's start to its end: checks, topics, job submission, producing, "
+        "drain, recording, recovery). The producers sent for "
+        f"{spent.producing_s / 60:.1f} min of it ({spent.complete} complete runs), so producing "
+        f"was {100 * spent.producing_s / spent.wall_s:.0f} % of the study's time. Per complete "
+        f"run, the time around producing was {spent.around_s[0]:.0f} to "
+        f"{spent.around_s[-1]:.0f} s (median {spent.around_median_s:.0f} s)."
+        f"{_analysis_text(tried, summarised, analysis_s)}"
+        f"{_capacity_time(spent)} Not counted: the rest of this report, and for a resumed "
+        "study, the time between its starts and the analysis and report of earlier starts.",
+        "",
+        *_phase_lines([results_dir / run_id for run_id in complete]),
+    ]
+
+
+def _capacity_time(time: StudyTime) -> str:
+    """The capacity search's runs, which came before the study's (not in the figures above)."""
+    if not time.capacity_runs:
         return ""
     return (
-        f" Before the runs, the capacity search took {len(trials)} run(s) and "
-        f"{sum(trials) / 60:.1f} min of wall time."
+        f" Before the runs, the capacity search took {time.capacity_runs} run(s) and "
+        f"{time.capacity_wall_s / 60:.1f} min of wall time."
     )
 
 
