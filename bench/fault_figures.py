@@ -23,9 +23,12 @@ and per setting as mean (min-max) over the repetitions:
   of its setting's figures as well (its engine and fault times cannot be set against the
   ledger's), as `compare` leaves it out of its means; its verdict and loss still count.
 
-Beside them: the figures set beside the reference study's; the share of the machine's CPU each
-kind of process took before the fault and during the outage (bench/process_cpu.py, sampled
-beside each run); and each phase's median per engine (run.json phases).
+Beside them: the figures set beside the reference study's; recovery against the setting, split
+into the stages of each run's own timeline (detection, the engine's return, after it was whole),
+with a note per engine and fault naming the stage that moved most and the replay figures beside
+it, or saying the move is within the runs' spread or unexplained; the share of the machine's
+CPU each kind of process took before the fault and during the outage (bench/process_cpu.py,
+sampled beside each run); and each phase's median per engine (run.json phases).
 
 RATE defaults to 500 msg/s: on test hosts that share two cores, Storm's topology queues at
 1,000 msg/s before any fault, and an overloaded run measures the queue, not the recovery.
@@ -494,6 +497,7 @@ def result_file(
                 "rows": [run_row(run, knob) for _, _, knob, _, chosen in table for run in chosen],
             },
             reference_part(table),
+            recovery_part(table),
             cpu_part(table),
             phase_part(results, runs),
         ],
@@ -592,6 +596,128 @@ def reference_part(
             ]
             for name, reference in REFERENCE.items()
         ],
+    }
+
+
+# A run's recovery in the stages its own timeline splits it into: each from one of its
+# timeline's instants (None: the fault's start) to the next, in seconds.
+STAGES = (
+    ("detection", None, "detected_s"),
+    ("the engine's return", "detected_s", "engine_whole_s"),
+    ("after the engine was whole", "engine_whole_s", "recovery_s"),
+)
+
+
+def stage_s(run: FaultRun, since: str | None, until: str) -> float | None:
+    end = run.timeline[until]
+    start = 0.0 if since is None else run.timeline[since]
+    return None if end is None or start is None else end - start
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.mean(known) if known and len(known) == len(values) else None
+
+
+def _decomposable(runs: list[FaultRun]) -> list[FaultRun]:
+    """The counted runs whose recovery was observed (not censored)."""
+    return [r for r in runs if r.counted and not r.censored["recovery_s"]]
+
+
+def setting_note(engine: str, fault: str, knob: str, low: tuple, high: tuple) -> str:
+    """How recovery moved between an engine's lowest and highest setting, split into the
+    stages of the runs' own timelines, with the replay figures beside the stage that moved
+    most; a move the runs do not split, or whose ranges overlap, is said to be so."""
+    (a, runs_a), (b, runs_b) = low, high
+    head = f"{engine}, {fault}, {knob} {a} to {b}"
+    seen_a, seen_b = _decomposable(runs_a), _decomposable(runs_b)
+    if not seen_a or not seen_b:
+        return f"{head}: a recovery was not observed in every run (censored): not split."
+    ra = [float(r.timeline["recovery_s"] or 0) for r in seen_a]  # observed: not None
+    rb = [float(r.timeline["recovery_s"] or 0) for r in seen_b]
+    text = (
+        f"{head}: recovery {statistics.mean(ra):.1f} to {statistics.mean(rb):.1f} s "
+        f"({len(seen_a)} and {len(seen_b)} runs)"
+    )
+    if max(ra) >= min(rb) and max(rb) >= min(ra):
+        return text + "; the runs' ranges overlap: no difference shown."
+    moves = []
+    for stage, since, until in STAGES:
+        before = _mean([stage_s(r, since, until) for r in seen_a])
+        after = _mean([stage_s(r, since, until) for r in seen_b])
+        if before is None or after is None:
+            return text + f"; not every run's timeline shows {stage}: the move is unexplained."
+        moves.append((after - before, stage, before, after))
+    parts = ", ".join(f"{stage} {before:.1f} to {after:.1f} s" for _, stage, before, after in moves)
+    largest = max(moves, key=lambda move: abs(move[0]))
+    replayed = (
+        _mean([r.replayed_s for r in seen_a]),
+        _mean([r.replayed_s for r in seen_b]),
+    )
+    evidence = ""
+    if largest[1] == STAGES[2][0] and None not in replayed:
+        evidence = f"; replayed input per fault went from {replayed[0]:.1f} to {replayed[1]:.1f} s"
+        ages = (
+            _mean([r.checkpoint_age_s for r in seen_a]),
+            _mean([r.checkpoint_age_s for r in seen_b]),
+        )
+        if None not in ages:
+            evidence += f", the checkpoint's age at the fault from {ages[0]:.1f} to {ages[1]:.1f} s"
+    return (
+        f"{text}. By stage: {parts}; the largest move is {largest[1]} ({largest[0]:+.1f} s)"
+        f"{evidence}."
+    )
+
+
+def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str, Any]:
+    """Recovery against the setting, per engine and fault, in the stages each run's own
+    timeline gives it: detection, the engine's return, and what followed the engine being
+    whole (the catch-up of the replayed input)."""
+    rows: list[list[Any]] = []
+    notes: list[str] = []
+    by_fault: dict[tuple[str, str, str], list[tuple[int, list[FaultRun]]]] = {}
+    for engine, fault, knob, setting, runs in table:
+        seen = _decomposable(runs)
+        rows.append(
+            [
+                engine,
+                fault,
+                f"{knob}={setting}",
+                f"{len(seen)} of {len(runs)}",
+                _round(_mean([r.timeline["recovery_s"] for r in seen])),
+                *(_round(_mean([stage_s(r, *stage[1:]) for r in seen])) for stage in STAGES),
+                _round(_mean([r.replayed_s for r in seen]), 2),
+                _round(_mean([r.checkpoint_age_s for r in seen])),
+            ]
+        )
+        by_fault.setdefault((engine, fault, knob), []).append((setting, runs))
+    for (engine, fault, knob), settings in by_fault.items():
+        if len(settings) > 1:
+            ordered = sorted(settings, key=lambda item: item[0])
+            notes.append(setting_note(engine, fault, knob, ordered[0], ordered[-1]))
+    return {
+        "title": "Recovery against the setting, by stage",
+        "description": (
+            "Per engine, fault and setting, the mean over the counted runs whose recovery was "
+            "observed (a censored run is not split): recovery and the stages its run's own "
+            "timeline splits it into, seconds from the fault's start: until the engine said it "
+            "was unwell (detection), from then until it said it was whole again (return), and "
+            "from then until delivery was back under the recovery threshold (after whole). "
+            "Beside them, the replayed input per fault and, for Flink, the checkpoint's age at "
+            "the fault. An empty cell: some run's timeline lacks that stage."
+        ),
+        "columns": [
+            "engine",
+            "fault",
+            "setting",
+            "runs split",
+            "recovery s",
+            *(f"{stage} s" for stage, *_ in STAGES),
+            "replayed s per fault",
+            "checkpoint age s",
+        ],
+        "rows": rows,
+        "notes": notes,
     }
 
 

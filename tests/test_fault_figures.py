@@ -148,3 +148,43 @@ def test_a_studys_parts_give_its_intervals_what_they_show_and_its_time(tmp_path)
     assert "checkpoint_interval_s=5 had a lower recovery s" in intervals["notes"][2]
     assert "No difference shown in loss, replayed s/fault" in intervals["notes"][2]
     assert spent["rows"] == [[6, 17.5, 6, 10.0, 57, "50 / 80 / 100", 2, 2.5]]
+
+
+def timed(run_id: str, setting: int, detected, whole, recovery, **changed) -> FaultRun:
+    timeline = {"detected_s": detected, "engine_whole_s": whole, "first_output_s": whole,
+                "caught_up_s": recovery, "recovery_s": recovery}  # fmt: skip
+    return fault_run(run_id, 0.0, setting=setting, timeline=timeline, **changed)
+
+
+def test_recovery_against_the_setting_is_split_into_its_runs_own_stages():
+    runs = [
+        timed("a1", 5, 10.0, 30.0, 40.0, replayed_s=1.0, checkpoint_age_s=2.0),
+        timed("a2", 5, 12.0, 32.0, 44.0, replayed_s=1.0, checkpoint_age_s=3.0),
+        timed("b1", 60, 10.0, 31.0, 70.0, replayed_s=20.0, checkpoint_age_s=30.0),
+        timed("b2", 60, 11.0, 33.0, 76.0, replayed_s=22.0, checkpoint_age_s=32.0),
+        # Censored: not split, and said so in the row's count.
+        timed("b3", 60, 10.0, 31.0, 90.0, censored={n: n == "recovery_s" for n in TIMELINE}),
+    ]
+    part = fault_figures.recovery_part(fault_figures.grouped(runs))
+    rows = {row[2]: row for row in part["rows"]}
+    # recovery, detection, return, after whole, replayed, checkpoint age: means by hand.
+    assert rows["checkpoint_interval_s=5"][3:] == ["2 of 2", 42.0, 11.0, 20.0, 11.0, 1.0, 2.5]
+    assert rows["checkpoint_interval_s=60"][3:] == ["2 of 3", 73.0, 10.5, 21.5, 41.0, 21.0, 31.0]
+    (note,) = part["notes"]
+    assert note == (
+        "flink, kill_taskmanager, checkpoint_interval_s 5 to 60: recovery 42.0 to 73.0 s (2 and "
+        "2 runs). By stage: detection 11.0 to 10.5 s, the engine's return 20.0 to 21.5 s, after "
+        "the engine was whole 11.0 to 41.0 s; the largest move is after the engine was whole "
+        "(+30.0 s); replayed input per fault went from 1.0 to 21.0 s, the checkpoint's age at "
+        "the fault from 2.5 to 31.0 s."
+    )
+
+
+def test_a_move_within_the_runs_spread_or_without_stages_is_not_explained():
+    overlapping = [timed("a", 5, 10.0, 30.0, 40.0), timed("b", 30, 10.0, 30.0, 39.0),
+                   timed("c", 30, 10.0, 30.0, 45.0)]  # fmt: skip
+    (note,) = fault_figures.recovery_part(fault_figures.grouped(overlapping))["notes"]
+    assert note.endswith("the runs' ranges overlap: no difference shown.")
+    undetected = [timed("a", 5, None, 30.0, 40.0), timed("b", 30, 10.0, 30.0, 60.0)]
+    (note,) = fault_figures.recovery_part(fault_figures.grouped(undetected))["notes"]
+    assert note.endswith("not every run's timeline shows detection: the move is unexplained.")
