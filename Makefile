@@ -136,7 +136,7 @@ BENCH_STUDY_SCALE ?= 0.5
 bench-study: setup
 	$(BIN)/streamlab-study studies/flink-vs-storm.yml --scale $(BENCH_STUDY_SCALE) \
 	  -i inventory/lab/hosts.yml --results bench/out/studies
-	$(PY) bench/fault_figures.py --from-results bench/out/studies \
+	$(PY) bench/fault_figures.py --from-results bench/out/studies --bench "make bench-study" \
 	  --runs "flink-vs-storm-scale$$(echo $(BENCH_STUDY_SCALE) | tr . p)-*"
 
 # Needs converged test hosts: each engine under each delivery guarantee it offers, with a worker
@@ -151,8 +151,10 @@ bench-guarantees: setup
 # the machine's CPU per kind of process sampled beside it (each start's samples appended).
 bench-user-study: equal-footing
 	$(PY) bench/process_cpu.py --append $(USER_STUDY_CPU) & sampler=$$!; \
+	  trap 'kill $$sampler 2>/dev/null' EXIT INT TERM; \
 	  $(BIN)/streamlab-study bench/studies/flink-vs-storm-lab.yml -i $(EQUAL_INVENTORY) \
-	    --results bench/out/studies; status=$$?; kill $$sampler; wait $$sampler; exit $$status
+	    --results bench/out/studies; status=$$?; kill $$sampler; wait $$sampler; \
+	  exit $$status
 	$(PY) bench/fault_figures.py --from-results bench/out/studies --runs "flink-vs-storm-lab-*" \
 	  --cpu-samples $(USER_STUDY_CPU) --study flink-vs-storm-lab --bench "make bench-user-study"
 

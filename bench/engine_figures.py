@@ -111,8 +111,12 @@ def run_once(config: Config, count: int, rate: float, warmup_s: int, results: Pa
     started = time.monotonic()
     lab_playbooks.run(("experiment.yml",), extravars)
     trial = trial_from_summary(run_id, rate, results / run_id, time.monotonic() - started)
-    if trial.status == FAILED:
-        raise SystemExit(f"{run_id} left no {FIRST_SUMMARY} in {results / run_id}: see its logs")
+    if trial.status == FAILED or None in (trial.p50_ms, trial.p99_ms, trial.send_lag_p99_ms):
+        # No summary, or one without the collector's figures (it left none): nothing to tabulate.
+        raise SystemExit(
+            f"{run_id} left no latency figures in {results / run_id / FIRST_SUMMARY} (status "
+            f"{trial.status}): see the run's logs and files"
+        )
     print(
         f"  {config.label} {rate:>7,.0f}/s {run_id}: "
         f"p50 {trial.p50_ms:,.0f} ms, p99 {trial.p99_ms:,.0f} ms, "
@@ -140,7 +144,7 @@ def cell(values: list[float], digits: int = 0) -> str:
 
 
 def number(value: float | None) -> float:
-    """A figure of a complete run (run_once refuses a run without its summary)."""
+    """A run's figure (run_once refuses a run whose summary lacks its latency figures)."""
     assert value is not None
     return value
 

@@ -63,7 +63,7 @@ import lab_playbooks
 import process_cpu
 import yaml
 
-from analysis import compare
+from analysis import compare, intervals
 from analysis.compare import wall_clock_moved
 from analysis.study.report import phase_medians, study_time
 from producer.lagsampler import LagSample
@@ -619,53 +619,94 @@ def _mean(values: list[float | None]) -> float | None:
     return statistics.mean(known) if known and len(known) == len(values) else None
 
 
+def _in_order(run: FaultRun) -> bool:
+    """The run's timeline gives every stage, in order: 0 <= detected <= whole <= recovery (the
+    engine's health and on-time delivery are measured apart, so this is not given)."""
+    points = [0.0, *(run.timeline[until] for _, _, until in STAGES)]
+    known = [p for p in points if p is not None]
+    return len(known) == len(points) and known == sorted(known)
+
+
 def _decomposable(runs: list[FaultRun]) -> list[FaultRun]:
-    """The counted runs whose recovery was observed (not censored)."""
-    return [r for r in runs if r.counted and not r.censored["recovery_s"]]
+    """The counted runs whose recovery was observed (not censored) and whose timeline gives
+    every stage in order."""
+    return [
+        r
+        for r in runs
+        if r.counted
+        and not r.censored["recovery_s"]
+        and r.timeline["recovery_s"] is not None
+        and _in_order(r)
+    ]
 
 
-def setting_note(engine: str, fault: str, knob: str, low: tuple, high: tuple) -> str:
-    """How recovery moved between an engine's lowest and highest setting, split into the
-    stages of the runs' own timelines, with the replay figures beside the stage that moved
-    most; a move the runs do not split, or whose ranges overlap, is said to be so."""
-    (a, runs_a), (b, runs_b) = low, high
-    head = f"{engine}, {fault}, {knob} {a} to {b}"
-    seen_a, seen_b = _decomposable(runs_a), _decomposable(runs_b)
-    if not seen_a or not seen_b:
-        return f"{head}: a recovery was not observed in every run (censored): not split."
-    ra = [float(r.timeline["recovery_s"] or 0) for r in seen_a]  # observed: not None
-    rb = [float(r.timeline["recovery_s"] or 0) for r in seen_b]
-    text = (
-        f"{head}: recovery {statistics.mean(ra):.1f} to {statistics.mean(rb):.1f} s "
-        f"({len(seen_a)} and {len(seen_b)} runs)"
+def _why_not_split(setting: Any, runs: list[FaultRun]) -> str | None:
+    """Why a setting's runs cannot be split into stages, None when every counted run can."""
+    counted = [r for r in runs if r.counted]
+    if not counted:
+        return f"at {setting} no run is counted (overloaded or the clock moved)"
+    censored = [r for r in counted if r.censored["recovery_s"] or r.timeline["recovery_s"] is None]
+    if censored:
+        bounds = ", ".join(
+            f">= {r.timeline['recovery_s']:.1f} s"
+            if r.timeline["recovery_s"] is not None
+            else "n/a"
+            for r in censored
+        )
+        shown = f"{len(censored)} of {len(counted)} runs did not show a recovery"
+        return f"at {setting} {shown} ({bounds})"
+    if len(_decomposable(counted)) < len(counted):
+        return (
+            f"at {setting} a run's timeline does not give detection, return and recovery in order"
+        )
+    return None
+
+
+def setting_note(engine: str, fault: str, knob: str, settings: list[tuple]) -> str:
+    """How recovery moved from an engine's lowest to its highest setting, judged as the study's
+    findings judge it (95 % t intervals over the runs, analysis/intervals.py), and split into
+    the stages of the runs' own timelines with the replay figures beside the stage that moved
+    most; a move the intervals do not show, or the runs do not split, is said to be so."""
+    (a, runs_a), (b, runs_b) = settings[0], settings[-1]
+    means = ", ".join(
+        f"{setting}: {statistics.mean(values):.1f}"
+        for setting, runs in settings
+        if (values := [float(r.timeline["recovery_s"] or 0) for r in _decomposable(runs)])
     )
-    if max(ra) >= min(rb) and max(rb) >= min(ra):
-        return text + "; the runs' ranges overlap: no difference shown."
+    head = f"{engine}, {fault}, {knob} {a} to {b} (mean recovery s, runs split: {means or 'none'})"
+    for setting, runs in ((a, runs_a), (b, runs_b)):
+        if why := _why_not_split(setting, runs):
+            return f"{head}: {why}; the move is not split."
+    seen_a, seen_b = _decomposable(runs_a), _decomposable(runs_b)
+    ra = [float(r.timeline["recovery_s"] or 0) for r in seen_a]  # observed, so not None
+    rb = [float(r.timeline["recovery_s"] or 0) for r in seen_b]
+    verdict = intervals.separation(intervals.mean_interval(ra), intervals.mean_interval(rb))
+    if verdict != "separate":
+        shown = "the 95 % intervals overlap" if verdict == "overlap" else verdict
+        return f"{head}: {shown}: no difference shown between {a} and {b}."
     moves = []
     for stage, since, until in STAGES:
-        before = _mean([stage_s(r, since, until) for r in seen_a])
-        after = _mean([stage_s(r, since, until) for r in seen_b])
-        if before is None or after is None:
-            return text + f"; not every run's timeline shows {stage}: the move is unexplained."
+        before = statistics.mean(stage_s(r, since, until) or 0 for r in seen_a)
+        after = statistics.mean(stage_s(r, since, until) or 0 for r in seen_b)
         moves.append((after - before, stage, before, after))
     parts = ", ".join(f"{stage} {before:.1f} to {after:.1f} s" for _, stage, before, after in moves)
     largest = max(moves, key=lambda move: abs(move[0]))
-    replayed = (
-        _mean([r.replayed_s for r in seen_a]),
-        _mean([r.replayed_s for r in seen_b]),
-    )
     evidence = ""
-    if largest[1] == STAGES[2][0] and None not in replayed:
-        evidence = f"; replayed input per fault went from {replayed[0]:.1f} to {replayed[1]:.1f} s"
+    if largest[1] == STAGES[2][0]:
+        replayed = _mean([r.replayed_s for r in seen_a]), _mean([r.replayed_s for r in seen_b])
         ages = (
             _mean([r.checkpoint_age_s for r in seen_a]),
             _mean([r.checkpoint_age_s for r in seen_b]),
         )
-        if None not in ages:
-            evidence += f", the checkpoint's age at the fault from {ages[0]:.1f} to {ages[1]:.1f} s"
+        if replayed[0] is not None and replayed[1] is not None:
+            evidence = (
+                f"; replayed input per fault went from {replayed[0]:.1f} to {replayed[1]:.1f} s"
+            )
+        if ages[0] is not None and ages[1] is not None:
+            evidence += f"; the checkpoint's age at the fault from {ages[0]:.1f} to {ages[1]:.1f} s"
     return (
-        f"{text}. By stage: {parts}; the largest move is {largest[1]} ({largest[0]:+.1f} s)"
-        f"{evidence}."
+        f"{head}: the 95 % intervals of {a} and {b} separate. By stage: {parts}; the largest "
+        f"move is {largest[1]} ({largest[0]:+.1f} s){evidence}."
     )
 
 
@@ -693,8 +734,7 @@ def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dic
         by_fault.setdefault((engine, fault, knob), []).append((setting, runs))
     for (engine, fault, knob), settings in by_fault.items():
         if len(settings) > 1:
-            ordered = sorted(settings, key=lambda item: item[0])
-            notes.append(setting_note(engine, fault, knob, ordered[0], ordered[-1]))
+            notes.append(setting_note(engine, fault, knob, sorted(settings, key=lambda i: i[0])))
     return {
         "title": "Recovery against the setting, by stage",
         "description": (
@@ -703,8 +743,12 @@ def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dic
             "timeline splits it into, seconds from the fault's start: until the engine said it "
             "was unwell (detection), from then until it said it was whole again (return), and "
             "from then until delivery was back under the recovery threshold (after whole). "
-            "Beside them, the replayed input per fault and, for Flink, the checkpoint's age at "
-            "the fault. An empty cell: some run's timeline lacks that stage."
+            "A run whose timeline does not give every stage in order (detected, whole again, "
+            "recovery) is not split either. Beside them, the replayed input per fault and, for "
+            "Flink, the checkpoint's age at the fault (empty for Storm). An empty cell: no run "
+            "of the row could be split. Each note compares an engine's lowest and highest "
+            "setting as the study's findings do (95 % t intervals over the runs), and splits "
+            "the move only where they separate."
         ),
         "columns": [
             "engine",
@@ -745,7 +789,7 @@ def cpu_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str
     """Per engine and setting, the mean share of the machine's CPU each kind of process took
     before the fault and during the outage."""
     rows = []
-    for engine, _, knob, setting, runs in table:
+    for engine, fault, knob, setting, runs in table:
         for window in ("before", "outage"):
             sampled = [getattr(r, f"cpu_{window}") for r in runs]
             sampled = [s for s in sampled if s]
@@ -755,6 +799,7 @@ def cpu_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str
             rows.append(
                 [
                     engine,
+                    fault,
                     f"{knob}={setting}",
                     label,
                     len(sampled),
@@ -770,7 +815,7 @@ def cpu_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str
             "engine was whole again. idle or unsampled: idle, interrupts, stolen time and "
             "processes that started and ended between two samples."
         ),
-        "columns": ["engine", "setting", "window", "runs", *CPU_KINDS],
+        "columns": ["engine", "fault", "setting", "window", "runs", *CPU_KINDS],
         "rows": rows,
     }
 
@@ -815,10 +860,16 @@ def study_parts(run_dirs: list[Path], results: Path, study: str) -> list[dict[st
             "title": "Means and 95 % intervals over repetitions",
             "description": compare.INTERVALS_NOTE
             + ' The notes are the study report\'s "What this study shows", written from the '
-            "verdicts and these intervals alone.",
+            "verdicts and these intervals alone. A run counts here unless its collector flagged "
+            "it overloaded (warm-up to the fault) or its clock moved, so n can differ from the "
+            "other tables', which judge overload from the lag samples after the steady start.",
             "columns": columns,
             "rows": rows,
-            "notes": [line.removeprefix("- ") for line in shown if line.startswith("- ")],
+            "notes": [line.removeprefix("- ") for line in shown if line.startswith("- ")]
+            + [
+                "Overlapping intervals say only that these repetitions show no difference, not "
+                "that there is none."
+            ],
         }
     ]
     record_path = results / study / "study.json"
@@ -933,6 +984,8 @@ def main() -> int:
         help="with --from-results: CPU samples of bench/process_cpu.py for runs without their own",
     )
     args = parser.parse_args()
+    if args.study and not args.from_results:
+        parser.error("--study reads a study's runs: give --from-results too")
     defaults = yaml.safe_load(
         (lab_playbooks.REPO / "roles" / "experiment" / "defaults" / "main.yml").read_text()
     )

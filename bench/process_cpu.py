@@ -150,10 +150,21 @@ class ProcessSampler:
 
 
 def read_samples(path: Path) -> list[dict]:
+    """The samples in path; a line that is not a sample (one cut short when its sampler was
+    killed) is left out, which leaves its interval unsampled."""
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError):
+        lines = path.read_text().splitlines()
+    except OSError:
         return []
+    samples = []
+    for line in lines:
+        try:
+            sample = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(sample, dict) and "t_ms" in sample:
+            samples.append(sample)
+    return samples
 
 
 def shares(
@@ -194,9 +205,11 @@ def main() -> int:
     parser.add_argument("--append", action="store_true", help="keep the lines already in out")
     args = parser.parse_args()
     stop = threading.Event()
-    # A background job does not get SIGINT from a shell: SIGTERM ends it cleanly too.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    # SIGTERM ends it cleanly. SIGINT too, unless it started ignoring it (a shell's background
+    # job): beside a study, Ctrl-C once lets the run under way finish, which must be sampled.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
     with ProcessSampler(args.out, args.interval_s, append=args.append):
         stop.wait()
     return 0

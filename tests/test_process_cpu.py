@@ -79,3 +79,16 @@ def test_a_resumed_samplers_lines_join_the_earlier_ones_without_counting_the_gap
     assert process_cpu.shares(samples, samples[0]["t_ms"], samples[starts[1] - 1]["t_ms"])
     assert process_cpu.shares(samples, samples[starts[1]]["t_ms"], samples[-1]["t_ms"])
     assert process_cpu.shares(samples, gap[0] - 50, gap[1] + 50) == {}
+
+
+def test_a_line_cut_short_by_a_killed_sampler_is_left_out_not_the_file(tmp_path):
+    out = tmp_path / "cpu.jsonl"
+    out.write_text(
+        '{"t_ms": 1000, "machine": 0, "kinds": {}, "start": true}\n'
+        '{"t_ms": 3000, "machine": 400, "kinds": {"kafka": 100}}\n'
+        '{"t_ms": 5000, "mach{"t_ms": 9000, "machine": 0, "kinds": {}, "start": true}\n'
+        '{"t_ms": 11000, "machine": 400, "kinds": {"kafka": 200}}\n'
+    )
+    samples = process_cpu.read_samples(out)
+    assert [s["t_ms"] for s in samples] == [1000, 3000, 11000]
+    assert process_cpu.shares(samples, 1000, 3000)["kafka"] == 25.0

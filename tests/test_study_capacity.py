@@ -234,8 +234,16 @@ def test_the_study_measures_each_engine_first_and_runs_at_the_fraction(tmp_path,
     section = "\n".join(study_report._load_section(runner.plan, results, outcome.complete))
     assert "| flink | 3,000 | 4,000 | 4 | 1,500 | 0.50 of 3,000/s |" in section
     assert "| storm | 1,500 | 1,800 | 4 | 750 | 0.50 of 1,500/s |" in section
-    time_text = study_report._capacity_time(load_record(results / "loaded"))
-    assert "the capacity search took 8 run(s)" in time_text
+    # The stand-in's runs take no time: give them 100 s each, 60 s of it producing.
+    recorded = load_record(results / "loaded") or {}
+    for entry in recorded["runs"]:
+        for attempt in entry["attempts"]:
+            attempt["wall_s"] = 100.0
+        sent = '{"start_ms": 0, "end_ms": 60000}'
+        (results / entry["run_id"] / "produced.summary.json").write_text(sent)
+    spent = study_report.study_time(recorded, results)
+    assert spent is not None and spent.capacity_runs == 8
+    assert "the capacity search took 8 run(s)" in study_report._capacity_time(spent)
 
 
 def test_a_changed_criterion_is_refused_before_any_trial_when_runs_used_it(tmp_path, kit):

@@ -606,3 +606,28 @@ def test_the_phase_table_gives_each_engines_median_phase_and_time_around_produci
         "| producing",
         "| around producing",
     ]
+
+
+def test_the_report_names_the_kit_commits_its_runs_ran_with(tmp_path):
+    from analysis.study.report import _kit_text  # noqa: PLC0415
+
+    def run(run_id: str, commit: str | None, dirty: bool = False) -> str:
+        (tmp_path / run_id).mkdir()
+        record = {"kit_commit": commit, "kit_dirty": dirty} if commit else {}
+        (tmp_path / run_id / "run.json").write_text(json.dumps(record))
+        return run_id
+
+    one = [run("a", "0123abcd" * 5), run("b", "0123abcd" * 5)]
+    assert _kit_text(tmp_path, one) == [
+        "All 2 complete runs ran with the kit at commit 0123abc.",
+        "",
+    ]
+    resumed = [*one, run("c", "fedcba98" * 5, dirty=True)]
+    assert _kit_text(tmp_path, resumed)[0] == (
+        "The complete runs ran with 2 commits of the kit (0123abc: 2 runs; fedcba9: 1 run): a "
+        "group whose runs span them also spans what changed between those commits. 1 of them "
+        "ran with uncommitted changes in the kit's tree (run.json kit_dirty): c."
+    )
+    assert _kit_text(tmp_path, [run("d", None)])[0] == (
+        "The complete runs' run.json records no kit commit (kit_commit)."
+    )

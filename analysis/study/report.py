@@ -203,6 +203,38 @@ def _load_section(plan: Plan, results_dir: Path, complete: Sequence[str]) -> lis
     return [*lines, ""]
 
 
+def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
+    """Which kit the complete runs ran with (run.json kit_commit, kit_dirty): a study resumed
+    over days may have run parts of it with different commits, which its reader must know."""
+    commits: dict[str, int] = {}
+    dirty = []
+    for run_id in run_ids:
+        record = read_optional_json(results_dir / run_id / "run.json") or {}
+        commit = str(record.get("kit_commit") or "")[:7] or "not recorded"
+        commits[commit] = commits.get(commit, 0) + 1
+        if record.get("kit_dirty"):
+            dirty.append(run_id)
+    if not commits:
+        return []
+    if set(commits) == {"not recorded"}:
+        text = "The complete runs' run.json records no kit commit (kit_commit)."
+    elif len(commits) == 1:
+        (commit,) = commits
+        text = f"All {len(run_ids)} complete runs ran with the kit at commit {commit}."
+    else:
+        counts = "; ".join(f"{c}: {n} run{'' if n == 1 else 's'}" for c, n in commits.items())
+        text = (
+            f"The complete runs ran with {len(commits)} commits of the kit ({counts}): a group "
+            "whose runs span them also spans what changed between those commits."
+        )
+    if dirty:
+        text += (
+            f" {len(dirty)} of them ran with uncommitted changes in the kit's tree "
+            f"(run.json kit_dirty): {', '.join(dirty)}."
+        )
+    return [text, ""]
+
+
 def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
     record = load_record(results_dir / plan.study) or {}
     rows = []
@@ -410,15 +442,15 @@ class StudyTime:
 
     attempts: int
     wall_s: float
-    complete: int  # complete runs with a producer's summary
+    complete: int  # complete attempts with a producer's summary
     producing_s: float
-    around_s: list[float]  # per complete run: its attempt's wall time less its producing, sorted
+    around_s: list[float]  # per complete attempt: its wall time less its producing, sorted
     capacity_runs: int
     capacity_wall_s: float
 
     @property
     def around_median_s(self) -> float:
-        return self.around_s[len(self.around_s) // 2]
+        return statistics.median(self.around_s)
 
 
 def study_time(record: dict[str, Any], results_dir: Path) -> StudyTime | None:
@@ -486,13 +518,13 @@ def _time_section(
     ]
 
 
-def _capacity_time(time: StudyTime) -> str:
+def _capacity_time(spent: StudyTime) -> str:
     """The capacity search's runs, which came before the study's (not in the figures above)."""
-    if not time.capacity_runs:
+    if not spent.capacity_runs:
         return ""
     return (
-        f" Before the runs, the capacity search took {time.capacity_runs} run(s) and "
-        f"{time.capacity_wall_s / 60:.1f} min of wall time."
+        f" Before the runs, the capacity search took {spent.capacity_runs} run(s) and "
+        f"{spent.capacity_wall_s / 60:.1f} min of wall time."
     )
 
 
@@ -573,6 +605,7 @@ def write_report(
         f"Complete: {len(outcome.complete)} of {total} runs"
         + ("." if outcome.finished else " (the comparison covers those)."),
         "",
+        *_kit_text(results_dir, outcome.complete),
         *_not_complete(plan, results_dir),
         *_loss_section(plan, results_dir),
         *(
