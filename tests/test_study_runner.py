@@ -631,3 +631,26 @@ def test_the_report_names_the_kit_commits_its_runs_ran_with(tmp_path):
     assert _kit_text(tmp_path, [run("d", None)])[0] == (
         "The complete runs' run.json records no kit commit (kit_commit)."
     )
+
+
+def test_a_study_resumed_with_another_kit_commit_says_so_and_how_to_keep_one(tmp_path):
+    from analysis.study.report import kit_change_note  # noqa: PLC0415
+
+    for run_id, commit in (("a", "0123abcd" * 5), ("b", "0123abcd" * 5), ("c", None)):
+        (tmp_path / run_id).mkdir()
+        record = {"kit_commit": commit} if commit else {}
+        (tmp_path / run_id / "run.json").write_text(json.dumps(record))
+    runs = ["a", "b", "c"]
+    same = ("0123abcd" * 5, False)
+    assert kit_change_note(tmp_path, runs, same) is None
+    assert kit_change_note(tmp_path, runs, None) is None  # not a git checkout
+    assert kit_change_note(tmp_path, [], ("fedcba98" * 5, True)) is None  # nothing ran yet
+    assert kit_change_note(tmp_path, runs, ("fedcba98" * 5, False)) == (
+        "this study's complete runs ran with the kit 2 at 0123abc; this checkout is at fedcba9, "
+        "which the runs still to do will record, and the report names every commit; to run the "
+        "rest with 0123abc, start the study from a worktree of it (git worktree add <dir> "
+        "0123abc) with the same --results"
+    )
+    dirty = kit_change_note(tmp_path, runs, ("0123abcd" * 5, True))
+    assert dirty is not None and "this checkout is at 0123abc with uncommitted changes" in dirty
+    assert "worktree" not in dirty

@@ -202,6 +202,11 @@ def main(
         inventory=inventory_text,
         stop_requested=switch,
     )
+    from analysis.study.report import kit_change_note
+
+    done = [r.run_id for r in plan.runs if run_status(results_dir / r.run_id) == COMPLETE]
+    if note := kit_change_note(results_dir, done, kit_module.checkout_state(kit.root)):
+        print(f"{PROG}: note: {note}", file=sys.stderr)
     # Under load:, the rates of the capacities an earlier start measured that still stand.
     rates = runner.recorded_rates()
     if rates:

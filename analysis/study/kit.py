@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import configparser
 import functools
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,21 @@ def _flagged(settings: dict[str, dict[str, dict[str, Any]]], flag: str) -> dict[
         if marked:
             found[engine] = marked[0]
     return found
+
+
+def checkout_state(root: Path) -> tuple[str, bool] | None:
+    """The checkout's commit and whether its tracked files have uncommitted changes, as the
+    experiment records them in run.json (kit_commit, kit_dirty); None outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head, bool(status.strip())
 
 
 @dataclass(frozen=True)

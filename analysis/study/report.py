@@ -203,9 +203,9 @@ def _load_section(plan: Plan, results_dir: Path, complete: Sequence[str]) -> lis
     return [*lines, ""]
 
 
-def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
-    """Which kit the complete runs ran with (run.json kit_commit, kit_dirty): a study resumed
-    over days may have run parts of it with different commits, which its reader must know."""
+def _run_commits(results_dir: Path, run_ids: Sequence[str]) -> tuple[dict[str, int], list[str]]:
+    """The kit commits (7 digits, "not recorded" where run.json has none) the runs ran with, with
+    how many ran with each, and the runs made with uncommitted changes (run.json kit_dirty)."""
     commits: dict[str, int] = {}
     dirty = []
     for run_id in run_ids:
@@ -214,6 +214,13 @@ def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
         commits[commit] = commits.get(commit, 0) + 1
         if record.get("kit_dirty"):
             dirty.append(run_id)
+    return commits, dirty
+
+
+def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
+    """Which kit the complete runs ran with (run.json kit_commit, kit_dirty): a study resumed
+    over days may have run parts of it with different commits, which its reader must know."""
+    commits, dirty = _run_commits(results_dir, run_ids)
     if not commits:
         return []
     if set(commits) == {"not recorded"}:
@@ -233,6 +240,35 @@ def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
             f"(run.json kit_dirty): {', '.join(dirty)}."
         )
     return [text, ""]
+
+
+def kit_change_note(
+    results_dir: Path, run_ids: Sequence[str], checkout: tuple[str, bool] | None
+) -> str | None:
+    """Said before a study resumes when its complete runs ran with another kit commit than this
+    checkout's (commit, dirty), or this checkout has uncommitted changes: the runs still to do
+    will record this one. None when they agree, or nothing is known."""
+    commits, _ = _run_commits(results_dir, run_ids)
+    commits.pop("not recorded", None)
+    if checkout is None or not commits:
+        return None
+    head, dirty = checkout[0][:7], checkout[1]
+    other = {c: n for c, n in commits.items() if c != head}
+    if not other and not dirty:
+        return None
+    earlier = ", ".join(f"{n} at {c}" for c, n in commits.items())
+    state = " with uncommitted changes" if dirty else ""
+    advice = (
+        f"; to run the rest with {next(iter(other))}, start the study from a worktree of it "
+        f"(git worktree add <dir> {next(iter(other))}) with the same --results"
+        if len(other) == 1 and head not in commits
+        else ""
+    )
+    return (
+        f"this study's complete runs ran with the kit {earlier}; this checkout is at "
+        f"{head}{state}, which the runs still to do will record, and the report names every "
+        f"commit{advice}"
+    )
 
 
 def _not_complete(plan: Plan, results_dir: Path) -> list[str]:
