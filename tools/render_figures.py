@@ -57,6 +57,8 @@ BENCHES: dict[str, str] = {
     "nftables table (`bench/exposure.py`)",
     "bench/analysis_timing.py": "the PySpark analysis of 1M and 10M records, locally and on the "
     "Spark cluster",
+    "bench/storm_submit_steps.py": "Storm's submit phase split into its steps (client, Nimbus's "
+    "scheduling round, supervisors, workers) by the daemons' own log lines in finished runs",
     "bench/phase_compare.py": "where a run's time goes, per phase, for the kit before and after a "
     "change, measured alternately on the same test hosts, and the floor no change to the kit's "
     "steps removes",
