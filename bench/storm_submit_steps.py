@@ -106,6 +106,8 @@ def result_file(found: list[SubmitSteps], skipped: dict[str, str], first: Path) 
     )
     if len(commits) == 1 and re.fullmatch(r"[0-9a-f]{7}", commits[0]):
         header["commit"] = commits[0]
+    else:
+        header["commit"] = fault_figures._git("rev-parse", "--short", "HEAD")
     spans = (
         []
         if len(commits) == 1
