@@ -428,6 +428,17 @@ def _key_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _value_order(value: Any) -> tuple[int, float, str]:
+    """Numbers by their value (5 before 30), anything else by its text after them."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, _key_value(value))
+
+
+def _parameters_order(parameters: dict[str, Any]) -> tuple[tuple[str, tuple], ...]:
+    return tuple((name, _value_order(parameters[name])) for name in sorted(parameters))
+
+
 def group_runs(runs: Sequence[Run]) -> list[Group]:
     """Runs with the same engine, fault schedule and parameters are repetitions."""
     groups: dict[tuple[str, ...], Group] = {}
@@ -436,7 +447,9 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         fault = str(run.summary.get("fault") or "none")
         key = (run.engine, fault, *(f"{k}={_key_value(params[k])}" for k in sorted(params)))
         groups.setdefault(key, Group(run.engine, fault, params)).runs.append(run)
-    ordered = sorted(groups.values(), key=lambda g: (g.engine, g.fault, _key_value(g.parameters)))
+    ordered = sorted(
+        groups.values(), key=lambda g: (g.engine, g.fault, _parameters_order(g.parameters))
+    )
     for group in ordered:
         # Named by what differs from the other groups of its engine (each engine records its
         # own settings; the fault has its own place in the label).

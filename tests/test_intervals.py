@@ -111,7 +111,7 @@ def test_compare_writes_each_groups_intervals_and_judges_each_pair(tmp_path):
     )
     assert "## Comparisons" in table
     row = next(
-        line for line in table.splitlines() if line.startswith(f"| {thirty.label} | {five.label}")
+        line for line in table.splitlines() if line.startswith(f"| {five.label} | {thirty.label}")
     )
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     labels = [compare._metric(key).label for key in compare.COMPARED_METRICS]
