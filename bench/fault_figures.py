@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import time
@@ -65,6 +64,7 @@ import yaml
 
 from analysis import compare, intervals
 from analysis.compare import wall_clock_moved
+from analysis.study.kit import one_commit
 from analysis.study.report import phase_medians, study_time
 from producer.lagsampler import LagSample
 from producer.steady import overload
@@ -425,10 +425,9 @@ def _git(*words: str) -> str:
     return done.stdout.strip()
 
 
-def hosts_of(results: Path, runs: list[FaultRun]) -> list[str]:
-    if not runs:
-        return []
-    record = json.loads((results / runs[0].run_id / "run.json").read_text())
+def hosts_of(run_dir: Path) -> list[str]:
+    """The hosts a run recorded (run.json hosts, a list or a mapping), with their systems."""
+    record = json.loads((run_dir / "run.json").read_text())
     hosts = record.get("hosts") or {}
     entries = hosts.items() if isinstance(hosts, dict) else ((h.get("name"), h) for h in hosts)
     return [
@@ -437,27 +436,31 @@ def hosts_of(results: Path, runs: list[FaultRun]) -> list[str]:
     ]
 
 
-def runs_commit(results: Path, runs: list[FaultRun]) -> tuple[str, bool]:
+def commit_of(run_dirs: list[Path]) -> tuple[str, bool]:
     """The kit's commit the runs were measured at (run.json kit_commit), and whether its tree
     was dirty then; the checkout's own when the runs do not say or disagree."""
-    records = [json.loads((results / run.run_id / "run.json").read_text()) for run in runs]
-    commits = {str(r.get("kit_commit")) for r in records}
-    if len(commits) == 1 and re.fullmatch(r"[0-9a-f]{7,40}", next(iter(commits))):
-        return commits.pop()[:7], any(r.get("kit_dirty") for r in records)
-    return _git("rev-parse", "--short", "HEAD"), tree_dirty()
+    return one_commit(run_dirs) or (_git("rev-parse", "--short", "HEAD"), tree_dirty())
 
 
-def result_header(bench: str, results: Path, runs: list[FaultRun]) -> dict[str, Any]:
-    """A result file's bench, date, commit (the runs'), machine and hosts
+def runs_commit(results: Path, runs: list[FaultRun]) -> tuple[str, bool]:
+    return commit_of([results / run.run_id for run in runs])
+
+
+def header_of(bench: str, run_dirs: list[Path]) -> dict[str, Any]:
+    """A result file's bench, date, commit (the runs'), machine and hosts (the first run's)
     (docs/bench-results.md)."""
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
         "bench": bench,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "commit": runs_commit(results, runs)[0],
+        "commit": commit_of(run_dirs)[0],
         "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
-        "hosts": hosts_of(results, runs),
+        "hosts": hosts_of(run_dirs[0]) if run_dirs else [],
     }
+
+
+def result_header(bench: str, results: Path, runs: list[FaultRun]) -> dict[str, Any]:
+    return header_of(bench, [results / run.run_id for run in runs])
 
 
 def tree_dirty() -> bool:

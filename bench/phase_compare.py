@@ -29,6 +29,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+import fault_figures  # noqa: E402
+
 from analysis.study.report import AROUND, phase_medians, producing_s  # noqa: E402
 
 FLOOR_PHASES = ("submit", "ready", "stop")
@@ -112,11 +114,6 @@ def side_by_side(before: list[Path], after: list[Path]) -> tuple[list[str], list
     return columns, rows
 
 
-def hosts_of(run_dir: Path) -> list[str]:
-    record = json.loads((run_dir / "run.json").read_text())
-    return [f"{h['name']} {h.get('os') or ''}".strip() for h in record.get("hosts") or []]
-
-
 def commit(rev: str) -> str:
     done = subprocess.run(
         ["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True, check=True
@@ -143,7 +140,7 @@ def main() -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "commit": after_commit,
         "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB; the test hosts share them",
-        "hosts": hosts_of(after[0]),
+        "hosts": fault_figures.hosts_of(after[0]),
         "title": f"Where a run's time went, per phase: {before_commit} against {after_commit}",
         "description": (
             f"{args.description} From run.json phases (the control node's clock); around "

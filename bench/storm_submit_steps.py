@@ -97,17 +97,11 @@ def steps_of(run_dir: Path) -> SubmitSteps | str:
     return SubmitSteps(record["run_id"], commit, (end - start) / 1000, steps)
 
 
-def result_file(found: list[SubmitSteps], skipped: dict[str, str], first: Path) -> dict:
-    """The result file: the header from the runs (their one commit, else this checkout's, said
-    in a note), the step medians, and every run."""
+def result_file(found: list[SubmitSteps], skipped: dict[str, str], run_dirs: list[Path]) -> dict:
+    """The result file: the header from the runs read (their one commit, else this checkout's,
+    said in a note), the step medians, and every run."""
     commits = sorted({s.commit for s in found})
-    header = fault_figures.result_header(
-        "bench/storm_submit_steps.py", first.parent, [_Named(first.name)]
-    )
-    if len(commits) == 1 and re.fullmatch(r"[0-9a-f]{7}", commits[0]):
-        header["commit"] = commits[0]
-    else:
-        header["commit"] = fault_figures._git("rev-parse", "--short", "HEAD")
+    header = fault_figures.header_of("bench/storm_submit_steps.py", run_dirs)
     spans = (
         []
         if len(commits) == 1
@@ -166,13 +160,6 @@ def result_file(found: list[SubmitSteps], skipped: dict[str, str], first: Path) 
     }
 
 
-@dataclass(frozen=True)
-class _Named:
-    """What fault_figures' header needs of a run: its directory's name."""
-
-    run_id: str
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="globs of run directories (Storm's are read)")
@@ -183,20 +170,20 @@ def main(argv: list[str] | None = None) -> int:
          if (Path(p) / "run.json").is_file()}
     )  # fmt: skip
     found: list[SubmitSteps] = []
+    read: list[Path] = []
     skipped: dict[str, str] = {}
-    storm = []
     for run_dir in runs:
         steps = steps_of(run_dir)
         if steps == "not a Storm run":
             continue
-        storm.append(run_dir)
         if isinstance(steps, str):
             skipped[run_dir.name] = steps
         else:
             found.append(steps)
+            read.append(run_dir)
     if not found:
         parser.error(f"no Storm run whose submit steps can be read among {len(runs)} runs")
-    document = result_file(found, skipped, storm[0])
+    document = result_file(found, skipped, read)
     fault_figures.write_result(document, args.out.parent, args.out.name)
     return 0
 

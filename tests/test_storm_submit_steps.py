@@ -67,7 +67,7 @@ def test_the_submit_phase_is_split_at_the_daemons_own_lines(tmp_path):
         20.0,
         {"client": 2.5, "scheduling wait": 7.0, "supervisors": 2.0, "workers": 8.5},
     )
-    document = storm_submit_steps.result_file([steps], {"r0": "why"}, run_dir)
+    document = storm_submit_steps.result_file([steps], {"r0": "why"}, [run_dir])
     assert document["commit"] == "0123abc" and document["hosts"] == ["node1 Debian 12"]
     assert document["tables"][0]["rows"][2] == ["scheduling wait", "7.0 (7.0-7.0)"]
     assert "Left out: r0 (why)." in document["tables"][0]["notes"]

@@ -21,11 +21,14 @@ from __future__ import annotations
 import configparser
 import functools
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from analysis.io import read_optional_json
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path("playbooks/experiment.yml")
@@ -123,6 +126,34 @@ def checkout_state(root: Path) -> tuple[str, bool] | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return head, bool(status.strip())
+
+
+NOT_RECORDED = "not recorded"
+
+
+def run_commits(run_dirs: Iterable[Path]) -> tuple[dict[str, int], list[str]]:
+    """The kit commits (7 digits, NOT_RECORDED where run.json has none) the runs ran with, with
+    how many ran with each, and the runs (directory names) made with uncommitted changes
+    (run.json kit_commit, kit_dirty)."""
+    commits: dict[str, int] = {}
+    dirty = []
+    for run_dir in run_dirs:
+        record = read_optional_json(run_dir / "run.json") or {}
+        commit = str(record.get("kit_commit") or "")[:7] or NOT_RECORDED
+        commits[commit] = commits.get(commit, 0) + 1
+        if record.get("kit_dirty"):
+            dirty.append(run_dir.name)
+    return commits, dirty
+
+
+def one_commit(run_dirs: Iterable[Path]) -> tuple[str, bool] | None:
+    """The one kit commit every run recorded, and whether any ran with uncommitted changes;
+    None when they recorded several, or none."""
+    commits, dirty = run_commits(run_dirs)
+    if len(commits) != 1 or NOT_RECORDED in commits:
+        return None
+    (commit,) = commits
+    return commit, bool(dirty)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from analysis import advise, compare
 from analysis.io import InputError, read_optional_json
 from analysis.report import NO_RECOVERY, headline, write_atomic, write_json
 from analysis.study.capacity import fraction_text
+from analysis.study.kit import NOT_RECORDED, run_commits
 from analysis.study.plan import Plan
 from analysis.study.runner import COMPLETE, SUMMARY, StudyOutcome, load_record
 
@@ -203,27 +204,13 @@ def _load_section(plan: Plan, results_dir: Path, complete: Sequence[str]) -> lis
     return [*lines, ""]
 
 
-def _run_commits(results_dir: Path, run_ids: Sequence[str]) -> tuple[dict[str, int], list[str]]:
-    """The kit commits (7 digits, "not recorded" where run.json has none) the runs ran with, with
-    how many ran with each, and the runs made with uncommitted changes (run.json kit_dirty)."""
-    commits: dict[str, int] = {}
-    dirty = []
-    for run_id in run_ids:
-        record = read_optional_json(results_dir / run_id / "run.json") or {}
-        commit = str(record.get("kit_commit") or "")[:7] or "not recorded"
-        commits[commit] = commits.get(commit, 0) + 1
-        if record.get("kit_dirty"):
-            dirty.append(run_id)
-    return commits, dirty
-
-
 def _kit_text(results_dir: Path, run_ids: Sequence[str]) -> list[str]:
     """Which kit the complete runs ran with (run.json kit_commit, kit_dirty): a study resumed
     over days may have run parts of it with different commits, which its reader must know."""
-    commits, dirty = _run_commits(results_dir, run_ids)
+    commits, dirty = run_commits(results_dir / run_id for run_id in run_ids)
     if not commits:
         return []
-    if set(commits) == {"not recorded"}:
+    if set(commits) == {NOT_RECORDED}:
         text = "The complete runs' run.json records no kit commit (kit_commit)."
     elif len(commits) == 1:
         (commit,) = commits
@@ -248,8 +235,8 @@ def kit_change_note(
     """Said before a study resumes when its complete runs ran with another kit commit than this
     checkout's (commit, dirty), or this checkout has uncommitted changes: the runs still to do
     will record this one. None when they agree, or nothing is known."""
-    commits, _ = _run_commits(results_dir, run_ids)
-    commits.pop("not recorded", None)
+    commits, _ = run_commits(results_dir / run_id for run_id in run_ids)
+    commits.pop(NOT_RECORDED, None)
     if checkout is None or not commits:
         return None
     head, dirty = checkout[0][:7], checkout[1]
@@ -483,6 +470,7 @@ class StudyTime:
     around_s: list[float]  # per complete attempt: its wall time less its producing, sorted
     capacity_runs: int
     capacity_wall_s: float
+    run_ids: tuple[str, ...]  # the runs of the complete attempts counted, in record order
 
     @property
     def around_median_s(self) -> float:
@@ -500,8 +488,8 @@ def study_time(record: dict[str, Any], results_dir: Path) -> StudyTime | None:
         if a.get("status") == COMPLETE
     ]
     producing = {run_id: producing_s(results_dir / run_id) for run_id, _ in complete}
-    known = [(float(a["wall_s"]), producing[run_id]) for run_id, a in complete]
-    known = [(wall, sent) for wall, sent in known if sent is not None]
+    known = [(run_id, float(a["wall_s"]), producing[run_id]) for run_id, a in complete]
+    known = [(run_id, wall, sent) for run_id, wall, sent in known if sent is not None]
     if not known or sum(walls) <= 0:
         return None
     trials = [
@@ -514,10 +502,11 @@ def study_time(record: dict[str, Any], results_dir: Path) -> StudyTime | None:
         attempts=len(walls),
         wall_s=sum(walls),
         complete=len(known),
-        producing_s=sum(sent for _, sent in known),
-        around_s=sorted(wall - sent for wall, sent in known),
+        producing_s=sum(sent for _, _, sent in known),
+        around_s=sorted(wall - sent for _, wall, sent in known),
         capacity_runs=len(trials),
         capacity_wall_s=sum(trials),
+        run_ids=tuple(dict.fromkeys(run_id for run_id, _, _ in known)),
     )
 
 
@@ -531,11 +520,6 @@ def _time_section(
     spent = study_time(record, results_dir)
     if spent is None:
         return []
-    complete = [
-        entry["run_id"]
-        for entry in record.get("runs") or []
-        if any(a.get("status") == COMPLETE for a in entry.get("attempts") or [])
-    ]
     return [
         "## Time",
         "",
@@ -550,7 +534,7 @@ def _time_section(
         f"{_capacity_time(spent)} Not counted: the rest of this report, and for a resumed "
         "study, the time between its starts and the analysis and report of earlier starts.",
         "",
-        *_phase_lines([results_dir / run_id for run_id in complete]),
+        *_phase_lines([results_dir / run_id for run_id in spent.run_ids]),
     ]
 
 
