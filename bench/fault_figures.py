@@ -25,10 +25,12 @@ and per setting as mean (min-max) over the repetitions:
 
 Beside them: the figures set beside the reference study's; recovery against the setting, split
 into the stages of each run's own timeline (detection, the engine's return, after it was whole),
-with a note per engine and fault naming the stage that moved most and the replay figures beside
-it, or saying the move is within the runs' spread or unexplained; the share of the machine's
-CPU each kind of process took before the fault and during the outage (bench/process_cpu.py,
-sampled beside each run); and each phase's median per engine (run.json phases).
+with a note per engine and fault that judges each step between neighbouring settings with
+95 % t intervals and, where they separate, names the stage that moved most with the replay
+figures beside it, or says no difference is shown or why the step is not split; the share of
+the machine's CPU each kind of process took before the fault and during the outage
+(bench/process_cpu.py, sampled beside each run); and each phase's median per engine
+(run.json phases).
 
 RATE defaults to 500 msg/s: on test hosts that share two cores, Storm's topology queues at
 1,000 msg/s before any fault, and an overloaded run measures the queue, not the recovery.
@@ -553,7 +555,9 @@ def reference_part(
 ) -> dict[str, Any]:
     """The bench's figures beside the reference study's, per engine and setting."""
     measured: dict[str, Any] = {
-        "loss": lambda runs: f"{sum(r.lost for r in runs)} in {len(runs)} runs",
+        "loss": lambda runs: (
+            f"{sum(r.lost for r in runs)} in {len(runs)} run{'' if len(runs) == 1 else 's'}"
+        ),
         "duplicates, % of the run's messages": lambda runs: _range(
             [r.duplicate_share for r in runs]
         ),
@@ -665,32 +669,39 @@ def _why_not_split(setting: Any, runs: list[FaultRun]) -> str | None:
     return None
 
 
-def setting_note(engine: str, fault: str, knob: str, settings: list[tuple]) -> str:
-    """How recovery moved from an engine's lowest to its highest setting, judged as the study's
-    findings judge it (95 % t intervals over the runs, analysis/intervals.py), and split into
-    the stages of the runs' own timelines with the replay figures beside the stage that moved
-    most; a move the intervals do not show, or the runs do not split, is said to be so."""
-    (a, runs_a), (b, runs_b) = settings[0], settings[-1]
-    means = ", ".join(
-        f"{setting}: {statistics.mean(values):.1f}"
-        for setting, runs in settings
-        if (values := [float(r.timeline["recovery_s"] or 0) for r in _decomposable(runs)])
-    )
-    head = f"{engine}, {fault}, {knob} {a} to {b} (mean recovery s, runs split: {means or 'none'})"
+def _recovery(run: FaultRun) -> float:
+    """An observed recovery: only called on runs _decomposable keeps."""
+    value = run.timeline["recovery_s"]
+    assert value is not None
+    return float(value)
+
+
+def _stage(run: FaultRun, since: str | None, until: str) -> float:
+    """A stage of a run _decomposable keeps, where every stage is known."""
+    value = stage_s(run, since, until)
+    assert value is not None
+    return value
+
+
+def _move(a: Any, runs_a: list[FaultRun], b: Any, runs_b: list[FaultRun]) -> str:
+    """One step between neighbouring settings: whether the 95 % intervals of recovery
+    separate, and where they do, the stages that moved, with the replay figures beside the
+    catch-up stage when it moved most."""
     for setting, runs in ((a, runs_a), (b, runs_b)):
         if why := _why_not_split(setting, runs):
-            return f"{head}: {why}; the move is not split."
+            return f"{a} to {b}: {why}; the move is not split."
     seen_a, seen_b = _decomposable(runs_a), _decomposable(runs_b)
-    ra = [float(r.timeline["recovery_s"] or 0) for r in seen_a]  # observed, so not None
-    rb = [float(r.timeline["recovery_s"] or 0) for r in seen_b]
-    verdict = intervals.separation(intervals.mean_interval(ra), intervals.mean_interval(rb))
+    verdict = intervals.separation(
+        intervals.mean_interval([_recovery(r) for r in seen_a]),
+        intervals.mean_interval([_recovery(r) for r in seen_b]),
+    )
     if verdict != "separate":
         shown = "the 95 % intervals overlap" if verdict == "overlap" else verdict
-        return f"{head}: {shown}: no difference shown between {a} and {b}."
+        return f"{a} to {b}: {shown}: no difference shown."
     moves = []
     for stage, since, until in STAGES:
-        before = statistics.mean(stage_s(r, since, until) or 0 for r in seen_a)
-        after = statistics.mean(stage_s(r, since, until) or 0 for r in seen_b)
+        before = statistics.mean(_stage(r, since, until) for r in seen_a)
+        after = statistics.mean(_stage(r, since, until) for r in seen_b)
         moves.append((after - before, stage, before, after))
     parts = ", ".join(f"{stage} {before:.1f} to {after:.1f} s" for _, stage, before, after in moves)
     largest = max(moves, key=lambda move: abs(move[0]))
@@ -708,9 +719,25 @@ def setting_note(engine: str, fault: str, knob: str, settings: list[tuple]) -> s
         if ages[0] is not None and ages[1] is not None:
             evidence += f"; the checkpoint's age at the fault from {ages[0]:.1f} to {ages[1]:.1f} s"
     return (
-        f"{head}: the 95 % intervals of {a} and {b} separate. By stage: {parts}; the largest "
-        f"move is {largest[1]} ({largest[0]:+.1f} s){evidence}."
+        f"{a} to {b}: the 95 % intervals separate. By stage: {parts}; the largest move is "
+        f"{largest[1]} ({largest[0]:+.1f} s){evidence}."
     )
+
+
+def setting_note(engine: str, fault: str, knob: str, settings: list[tuple]) -> str:
+    """How recovery moved between an engine's neighbouring settings, judged as the study's
+    findings judge it (95 % t intervals over the runs, analysis/intervals.py), each step split
+    into the stages of the runs' own timelines where the intervals separate; a step the
+    intervals do not show, or the runs do not split, is said to be so."""
+    means = ", ".join(
+        f"{setting}: {statistics.mean(values):.1f}"
+        for setting, runs in settings
+        if (values := [_recovery(r) for r in _decomposable(runs)])
+    )
+    first, last = settings[0][0], settings[-1][0]
+    head = f"{engine}, {fault}, {knob} {first} to {last} (mean recovery s, runs split: "
+    steps = [_move(a, ra, b, rb) for (a, ra), (b, rb) in zip(settings, settings[1:], strict=False)]
+    return f"{head}{means or 'none'}). {' '.join(steps)}"
 
 
 def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str, Any]:
@@ -749,9 +776,9 @@ def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dic
             "A run whose timeline does not give every stage in order (detected, whole again, "
             "recovery) is not split either. Beside them, the replayed input per fault and, for "
             "Flink, the checkpoint's age at the fault (empty for Storm). An empty cell: no run "
-            "of the row could be split. Each note compares an engine's lowest and highest "
-            "setting as the study's findings do (95 % t intervals over the runs), and splits "
-            "the move only where they separate."
+            "of the row could be split. Each note compares an engine's neighbouring "
+            "settings as the study's findings do (95 % t intervals over the runs), and splits "
+            "a step only where they separate."
         ),
         "columns": [
             "engine",

@@ -112,6 +112,7 @@ def test_an_engines_faults_get_rows_of_their_own_and_name_themselves_beside_the_
         "stop_taskmanager 5 s: 10.0 (10.0-10.0)"
     )
     assert rows["recovery s"][4] == "5 s: 20.0 (20.0-20.0)"  # one fault: not named
+    assert rows["loss"][4] == "5 s: 0 in 1 run"
 
 
 def test_a_studys_parts_give_its_intervals_what_they_show_and_its_time(tmp_path):
@@ -175,7 +176,7 @@ def test_recovery_against_the_setting_is_split_into_its_runs_own_stages():
     (note,) = part["notes"]
     assert note == (
         "flink, kill_taskmanager, checkpoint_interval_s 5 to 60 (mean recovery s, runs split: "
-        "5: 42.0, 60: 73.0): the 95 % intervals of 5 and 60 separate. By stage: detection 11.0 "
+        "5: 42.0, 60: 73.0). 5 to 60: the 95 % intervals separate. By stage: detection 11.0 "
         "to 10.5 s, the engine's return 20.0 to 21.5 s, after the engine was whole 11.0 to "
         "41.0 s; the largest move is after the engine was whole (+30.0 s); replayed input per "
         "fault went from 1.0 to 21.0 s; the checkpoint's age at the fault from 2.5 to 31.0 s."
@@ -185,7 +186,27 @@ def test_recovery_against_the_setting_is_split_into_its_runs_own_stages():
     part = fault_figures.recovery_part(fault_figures.grouped([*runs, censored]))
     assert part["rows"][1][3] == "3 of 4"
     assert part["notes"][0].endswith(
-        ": at 60 1 of 4 runs did not show a recovery (>= 90.0 s); the move is not split."
+        "5 to 60: at 60 1 of 4 runs did not show a recovery (>= 90.0 s); the move is not split."
+    )
+
+
+def test_each_step_between_neighbouring_settings_is_judged_on_its_own():
+    # Storm as the study ran it: one counted run at 5 s, three each at 30 and 60 s.
+    runs = [
+        timed("a1", 5, 5.0, 20.0, 30.0),
+        *(timed(f"b{n}", 30, 10.0, 30.0, value) for n, value in enumerate((55.0, 57.0, 59.0))),
+        *(timed(f"c{n}", 60, 10.0, 30.0, value) for n, value in enumerate((78.0, 80.0, 82.0))),
+    ]
+    (note,) = fault_figures.recovery_part(fault_figures.grouped(runs))["notes"]
+    # 57 [52.0, 62.0] against 80 [75.0, 85.0] (t(2) = 4.303, sd 2): they separate.
+    assert note == (
+        "flink, kill_taskmanager, checkpoint_interval_s 5 to 60 (mean recovery s, runs split: "
+        "5: 30.0, 30: 57.0, 60: 80.0). 5 to 30: not judged: a group of one run has no "
+        "interval: no difference shown. 30 to 60: the 95 % intervals separate. By stage: "
+        "detection 10.0 to 10.0 s, the engine's return 20.0 to 20.0 s, after the engine was "
+        "whole 27.0 to 50.0 s; the largest move is after the engine was whole (+23.0 s); "
+        "replayed input per fault went from 0.5 to 0.5 s; the checkpoint's age at the fault "
+        "from 1.0 to 1.0 s."
     )
 
 
@@ -195,16 +216,16 @@ def test_a_move_the_intervals_do_not_show_or_the_timelines_do_not_split_is_said_
         *(timed(f"b{n}", 30, 10.0, 30.0, value) for n, value in enumerate((48.0, 58.0, 53.0))),
     ]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(overlapping))["notes"]
-    assert note.endswith(": the 95 % intervals overlap: no difference shown between 5 and 30.")
+    assert note.endswith("5 to 30: the 95 % intervals overlap: no difference shown.")
     alone = [timed("a", 5, 10.0, 30.0, 40.0), timed("b", 30, 10.0, 30.0, 90.0)]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(alone))["notes"]
-    assert note.endswith("not judged: a group of one run has no interval: no difference shown "
-                         "between 5 and 30.")  # fmt: skip
+    assert note.endswith("5 to 30: not judged: a group of one run has no interval: no "
+                         "difference shown.")  # fmt: skip
     # Recovery before the engine said it was whole: the stages are not in order.
     early = [timed("a", 5, 10.0, 30.0, 25.0), timed("b", 30, 10.0, 30.0, 60.0)]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(early))["notes"]
     assert note.endswith(
-        ": at 5 a run's timeline does not give detection, return and recovery in order; the "
+        "5 to 30: at 5 a run's timeline does not give detection, return and recovery in order; the "
         "move is not split."
     )
     overloaded = [timed("a", 5, 10.0, 30.0, 40.0, overloaded=True), timed("b", 30, 1, 2, 3)]
