@@ -429,9 +429,10 @@ def _key_value(value: Any) -> str:
 
 
 def _value_order(value: Any) -> tuple[int, float, str]:
-    """Numbers by their value (5 before 30), anything else by its text after them."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return (0, float(value), "")
+    """Numbers by their value (5 before 30; equal ones, as 5 and 5.0, by their text), anything
+    else by its text after them."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        return (0, float(value), _key_value(value))
     return (1, 0.0, _key_value(value))
 
 

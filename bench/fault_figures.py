@@ -25,12 +25,12 @@ and per setting as mean (min-max) over the repetitions:
 
 Beside them: the figures set beside the reference study's; recovery against the setting, split
 into the stages of each run's own timeline (detection, the engine's return, after it was whole),
-with a note per engine and fault that judges each step between neighbouring settings with
-95 % t intervals and, where they separate, names the stage that moved most with the replay
-figures beside it, or says no difference is shown or why the step is not split; the share of
-the machine's CPU each kind of process took before the fault and during the outage
-(bench/process_cpu.py, sampled beside each run); and each phase's median per engine
-(run.json phases).
+with a note per engine and fault that judges each step between neighbouring settings (and the
+lowest against the highest) with 95 % t intervals and, where they separate, names the stage
+that moved most with the replay figures beside it, or says no difference is shown or why the
+step is not split; the share of the machine's CPU each kind of process took before the fault
+and during the outage (bench/process_cpu.py, sampled beside each run); and each phase's median
+per engine (run.json phases).
 
 RATE defaults to 500 msg/s: on test hosts that share two cores, Storm's topology queues at
 1,000 msg/s before any fault, and an overloaded run measures the queue, not the recovery.
@@ -683,21 +683,19 @@ def _stage(run: FaultRun, since: str | None, until: str) -> float:
     return value
 
 
-def _move(a: Any, runs_a: list[FaultRun], b: Any, runs_b: list[FaultRun]) -> str:
-    """One step between neighbouring settings: whether the 95 % intervals of recovery
-    separate, and where they do, the stages that moved, with the replay figures beside the
-    catch-up stage when it moved most."""
-    for setting, runs in ((a, runs_a), (b, runs_b)):
-        if why := _why_not_split(setting, runs):
-            return f"{a} to {b}: {why}; the move is not split."
+def _step(a: Any, runs_a: list[FaultRun], b: Any, runs_b: list[FaultRun]) -> str:
+    """One step between two settings whose runs all split: whether the 95 % intervals of
+    recovery separate, and where they do, the stages that moved, with the replay figures beside
+    the catch-up stage when it moved most."""
     seen_a, seen_b = _decomposable(runs_a), _decomposable(runs_b)
     verdict = intervals.separation(
         intervals.mean_interval([_recovery(r) for r in seen_a]),
         intervals.mean_interval([_recovery(r) for r in seen_b]),
     )
+    if verdict == "overlap":
+        return f"{a} to {b}: the 95 % intervals overlap: no difference shown."
     if verdict != "separate":
-        shown = "the 95 % intervals overlap" if verdict == "overlap" else verdict
-        return f"{a} to {b}: {shown}: no difference shown."
+        return f"{a} to {b}: {verdict}."
     moves = []
     for stage, since, until in STAGES:
         before = statistics.mean(_stage(r, since, until) for r in seen_a)
@@ -725,19 +723,31 @@ def _move(a: Any, runs_a: list[FaultRun], b: Any, runs_b: list[FaultRun]) -> str
 
 
 def setting_note(engine: str, fault: str, knob: str, settings: list[tuple]) -> str:
-    """How recovery moved between an engine's neighbouring settings, judged as the study's
-    findings judge it (95 % t intervals over the runs, analysis/intervals.py), each step split
-    into the stages of the runs' own timelines where the intervals separate; a step the
-    intervals do not show, or the runs do not split, is said to be so."""
+    """How recovery moved between an engine's neighbouring settings and, with three or more,
+    from the lowest to the highest, each step judged as the study's findings judge a pair (95 %
+    t intervals over the runs, analysis/intervals.py) and split into the stages of the runs'
+    own timelines where the intervals separate; a step the intervals do not show, or the runs
+    do not split (said once per setting), is said to be so."""
     means = ", ".join(
         f"{setting}: {statistics.mean(values):.1f}"
         for setting, runs in settings
         if (values := [_recovery(r) for r in _decomposable(runs)])
     )
-    first, last = settings[0][0], settings[-1][0]
-    head = f"{engine}, {fault}, {knob} {first} to {last} (mean recovery s, runs split: "
-    steps = [_move(a, ra, b, rb) for (a, ra), (b, rb) in zip(settings, settings[1:], strict=False)]
-    return f"{head}{means or 'none'}). {' '.join(steps)}"
+    why = {setting: _why_not_split(setting, runs) for setting, runs in settings}
+    first, last = settings[0], settings[-1]
+    pairs = list(zip(settings, settings[1:], strict=False))
+    if len(settings) > 2:
+        pairs.append((first, last))
+    steps = [
+        f"{a} to {b}: not split." if why[a] or why[b] else _step(a, runs_a, b, runs_b)
+        for (a, runs_a), (b, runs_b) in pairs
+    ]
+    if len(settings) > 2:
+        steps[-1] = f"Lowest to highest, {steps[-1]}"
+    reasons = "; ".join(reason for reason in why.values() if reason)
+    unsplit = [f"Not split: {reasons}."] if reasons else []
+    head = f"{engine}, {fault}, {knob} {first[0]} to {last[0]} (mean recovery s, runs split: "
+    return f"{head}{means or 'none'}). {' '.join([*unsplit, *steps])}"
 
 
 def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dict[str, Any]:
@@ -777,8 +787,9 @@ def recovery_part(table: list[tuple[str, str, str, int, list[FaultRun]]]) -> dic
             "recovery) is not split either. Beside them, the replayed input per fault and, for "
             "Flink, the checkpoint's age at the fault (empty for Storm). An empty cell: no run "
             "of the row could be split. Each note compares an engine's neighbouring "
-            "settings as the study's findings do (95 % t intervals over the runs), and splits "
-            "a step only where they separate."
+            "settings, and with three or more its lowest and highest, as the study's findings "
+            "compare a pair (95 % t intervals over the runs), and splits a step only where they "
+            "separate."
         ),
         "columns": [
             "engine",

@@ -39,6 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import fault_figures  # noqa: E402
 
+from analysis.study.kit import recorded_commit  # noqa: E402
+
 STEPS = ("client", "scheduling wait", "supervisors", "workers")
 LINE_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) ")
 
@@ -46,7 +48,7 @@ LINE_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) ")
 @dataclass(frozen=True)
 class SubmitSteps:
     run_id: str
-    commit: str  # the kit's, as run.json records it
+    commit: str  # the kit's, as run.json records it (kit.recorded_commit)
     submit_s: float
     steps: dict[str, float]
 
@@ -93,13 +95,12 @@ def steps_of(run_dir: Path) -> SubmitSteps | str:
     if points != sorted(points):
         return "its log lines do not fall in order within the phase (a clock or zone apart?)"
     steps = {step: (b - a) / 1000 for step, a, b in zip(STEPS, points, points[1:], strict=False)}
-    commit = str(record.get("kit_commit") or "")[:7]
-    return SubmitSteps(record["run_id"], commit, (end - start) / 1000, steps)
+    return SubmitSteps(record["run_id"], recorded_commit(record), (end - start) / 1000, steps)
 
 
 def result_file(found: list[SubmitSteps], skipped: dict[str, str], run_dirs: list[Path]) -> dict:
-    """The result file: the header from the runs read (their one commit, else this checkout's,
-    said in a note), the step medians, and every run."""
+    """The result file: the header from the runs read (their one commit, else this checkout's),
+    the step medians, and every run with its commit (a note where they differ)."""
     commits = sorted({s.commit for s in found})
     header = fault_figures.header_of("bench/storm_submit_steps.py", run_dirs)
     spans = (

@@ -282,7 +282,8 @@ def spark_finding(runs: list[FaultRun], losses: Callable[[FaultRun], Any]) -> st
     )
     if reasons:
         line += " (the reason its worker reported: " + "; ".join(f"'{r}'" for r in reasons) + ")"
-    line += f"; tasks lost with it: {sum(t for _, t in with_tasks)}, in {len(with_tasks)} runs."
+    line += f"; tasks lost with it: {sum(t for _, t in with_tasks)}, in {len(with_tasks)} "
+    line += f"run{'' if len(with_tasks) == 1 else 's'}."
     if with_tasks:
         dups = sum(run.fault_duplicates or 0 for run, _ in with_tasks)
         line += f" The runs that lost tasks have {dups:,} duplicate records from the fault."

@@ -222,6 +222,10 @@ def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys)
         "p99 ms 200  recovery s 5 ± 1.414" in printed
     )
 
+    # Numbers by value, equal ones by their text; anything else by its text after them.
+    values = ["b", None, 30, True, 5.0, 5, 10]
+    assert sorted(values, key=compare._value_order) == [5, 5.0, 10, 30, "b", None, True]
+
     groups = compare.group_runs(compare.load_runs(runs))
     assert [(g.label, [r.run_id for r in g.runs]) for g in groups] == [
         # By the setting's value, not its text.

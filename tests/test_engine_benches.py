@@ -234,7 +234,7 @@ def test_the_spark_finding_reads_the_tasks_lost_with_the_executor_from_the_drive
     )
     assert line == (
         "Spark: the driver log names the killed executor lost in 2 of 3 runs (the reason its "
-        "worker reported: 'Command exited with code 137'); tasks lost with it: 2, in 1 runs. "
+        "worker reported: 'Command exited with code 137'); tasks lost with it: 2, in 1 run. "
         "The runs that lost tasks have 576 duplicate records from the fault. The 2 run(s) that "
         "lost none have 0 duplicate records from the fault: nothing was replayed."
     )

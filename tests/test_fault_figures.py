@@ -186,12 +186,13 @@ def test_recovery_against_the_setting_is_split_into_its_runs_own_stages():
     part = fault_figures.recovery_part(fault_figures.grouped([*runs, censored]))
     assert part["rows"][1][3] == "3 of 4"
     assert part["notes"][0].endswith(
-        "5 to 60: at 60 1 of 4 runs did not show a recovery (>= 90.0 s); the move is not split."
+        ". Not split: at 60 1 of 4 runs did not show a recovery (>= 90.0 s). 5 to 60: not split."
     )
 
 
 def test_each_step_between_neighbouring_settings_is_judged_on_its_own():
-    # Storm as the study ran it: one counted run at 5 s, three each at 30 and 60 s.
+    # As the user's study ran Storm: one counted run at the lowest setting, three each at the
+    # others; the lowest to the highest is judged as well.
     runs = [
         timed("a1", 5, 5.0, 20.0, 30.0),
         *(timed(f"b{n}", 30, 10.0, 30.0, value) for n, value in enumerate((55.0, 57.0, 59.0))),
@@ -202,11 +203,23 @@ def test_each_step_between_neighbouring_settings_is_judged_on_its_own():
     assert note == (
         "flink, kill_taskmanager, checkpoint_interval_s 5 to 60 (mean recovery s, runs split: "
         "5: 30.0, 30: 57.0, 60: 80.0). 5 to 30: not judged: a group of one run has no "
-        "interval: no difference shown. 30 to 60: the 95 % intervals separate. By stage: "
+        "interval. 30 to 60: the 95 % intervals separate. By stage: "
         "detection 10.0 to 10.0 s, the engine's return 20.0 to 20.0 s, after the engine was "
         "whole 27.0 to 50.0 s; the largest move is after the engine was whole (+23.0 s); "
         "replayed input per fault went from 0.5 to 0.5 s; the checkpoint's age at the fault "
-        "from 1.0 to 1.0 s."
+        "from 1.0 to 1.0 s. Lowest to highest, 5 to 60: not judged: a group of one run has no "
+        "interval."
+    )
+    # A middle setting that does not split: its reason is said once, and each step with it is
+    # not split; the lowest and highest are still judged against each other.
+    early = timed("b3", 30, 10.0, 30.0, 25.0)
+    (note,) = fault_figures.recovery_part(
+        fault_figures.grouped([*runs[1:], early, *(timed(f"a{n}", 5, 10.0, 20.0, v)
+                                                   for n, v in enumerate((29.0, 30.0, 31.0)))])
+    )["notes"]  # fmt: skip
+    assert note.count("does not give detection") == 1
+    assert ". 5 to 30: not split. 30 to 60: not split. Lowest to highest, 5 to 60: the 95 % " in (
+        note
     )
 
 
@@ -216,17 +229,16 @@ def test_a_move_the_intervals_do_not_show_or_the_timelines_do_not_split_is_said_
         *(timed(f"b{n}", 30, 10.0, 30.0, value) for n, value in enumerate((48.0, 58.0, 53.0))),
     ]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(overlapping))["notes"]
-    assert note.endswith("5 to 30: the 95 % intervals overlap: no difference shown.")
+    assert note.endswith(". 5 to 30: the 95 % intervals overlap: no difference shown.")
     alone = [timed("a", 5, 10.0, 30.0, 40.0), timed("b", 30, 10.0, 30.0, 90.0)]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(alone))["notes"]
-    assert note.endswith("5 to 30: not judged: a group of one run has no interval: no "
-                         "difference shown.")  # fmt: skip
+    assert note.endswith(". 5 to 30: not judged: a group of one run has no interval.")
     # Recovery before the engine said it was whole: the stages are not in order.
     early = [timed("a", 5, 10.0, 30.0, 25.0), timed("b", 30, 10.0, 30.0, 60.0)]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(early))["notes"]
     assert note.endswith(
-        "5 to 30: at 5 a run's timeline does not give detection, return and recovery in order; the "
-        "move is not split."
+        ". Not split: at 5 a run's timeline does not give detection, return and recovery in "
+        "order. 5 to 30: not split."
     )
     overloaded = [timed("a", 5, 10.0, 30.0, 40.0, overloaded=True), timed("b", 30, 1, 2, 3)]
     (note,) = fault_figures.recovery_part(fault_figures.grouped(overloaded))["notes"]

@@ -152,7 +152,7 @@ def test_what_the_study_shows_follows_from_the_intervals(tmp_path):
         f"- Verdicts: {thirty.label}: 1 of 3 runs violated their guarantee: VIOLATED (7 lost)."
     )
     assert shown[3] == (
-        f"- **{thirty.label} against {five.label}.** {five.label} had a lower replayed s/fault "
+        f"- **{five.label} against {thirty.label}.** {five.label} had a lower replayed s/fault "
         f"than {thirty.label}: 2.0 [0.0, 4.5] (n=3) against 11.0 [8.5, 13.5] (n=3). No "
         "difference shown in loss, duplicate rate, before p50 ms, before p99 ms (the intervals "
         "overlap). Not "

@@ -628,9 +628,15 @@ def test_the_report_names_the_kit_commits_its_runs_ran_with(tmp_path):
         "group whose runs span them also spans what changed between those commits. 1 of them "
         "ran with uncommitted changes in the kit's tree (run.json kit_dirty): c."
     )
-    assert _kit_text(tmp_path, [run("d", None)])[0] == (
+    # Outside a git checkout the experiment records `unknown`: no commit either.
+    assert _kit_text(tmp_path, [run("d", None), run("e", "unknown")])[0] == (
         "The complete runs' run.json records no kit commit (kit_commit)."
     )
+    from analysis.study.kit import one_commit  # noqa: PLC0415
+
+    assert one_commit(tmp_path / name for name in one) == ("0123abc", False)
+    assert one_commit(tmp_path / name for name in resumed) is None
+    assert one_commit([tmp_path / "e"]) is None
 
 
 def test_a_study_resumed_with_another_kit_commit_says_so_and_how_to_keep_one(tmp_path):

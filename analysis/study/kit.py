@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import configparser
 import functools
+import json
+import re
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from analysis.io import read_optional_json
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path("playbooks/experiment.yml")
@@ -129,17 +129,32 @@ def checkout_state(root: Path) -> tuple[str, bool] | None:
 
 
 NOT_RECORDED = "not recorded"
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _record(run_dir: Path) -> dict[str, Any]:
+    try:
+        record = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_commit(record: dict[str, Any]) -> str:
+    """A run.json's kit_commit in 7 digits; NOT_RECORDED where it has none, or a value that is
+    not one (the `unknown` of a run made outside a git checkout)."""
+    recorded = str(record.get("kit_commit") or "")
+    return recorded[:7] if COMMIT.fullmatch(recorded) else NOT_RECORDED
 
 
 def run_commits(run_dirs: Iterable[Path]) -> tuple[dict[str, int], list[str]]:
-    """The kit commits (7 digits, NOT_RECORDED where run.json has none) the runs ran with, with
-    how many ran with each, and the runs (directory names) made with uncommitted changes
-    (run.json kit_commit, kit_dirty)."""
+    """The kit commits (recorded_commit) the runs ran with, with how many ran with each, and the
+    runs (directory names) made with uncommitted changes (run.json kit_dirty)."""
     commits: dict[str, int] = {}
     dirty = []
     for run_dir in run_dirs:
-        record = read_optional_json(run_dir / "run.json") or {}
-        commit = str(record.get("kit_commit") or "")[:7] or NOT_RECORDED
+        record = _record(run_dir)
+        commit = recorded_commit(record)
         commits[commit] = commits.get(commit, 0) + 1
         if record.get("kit_dirty"):
             dirty.append(run_dir.name)
