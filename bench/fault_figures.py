@@ -39,7 +39,8 @@ Writes bench/out/faults/fault-figures.json in the format of docs/bench-results.m
 bench/results/ to publish it (tools/render_figures.py renders docs/figures.md from there).
 `--from-results DIR` rebuilds the tables from the runs already in DIR (`--cpu-samples` gives
 them the samples of a bench/process_cpu.py that ran beside them; `--study NAME` adds the study's
-95 % intervals, what they show and its time, from DIR/NAME/study.json; `--bench` names what
+95 % intervals, what they show, its capacity search trial by trial and its time, from
+DIR/NAME/study.json; `--bench` names what
 made the runs in the file's header, as `make bench-user-study`). `--settings` and
 `--recovery-window-s` narrow or change the runs. Needs converged test
 hosts. Run as root from the repository: `make bench-faults`. All test hosts share this
@@ -55,7 +56,7 @@ import statistics
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ import yaml
 
 from analysis import compare, intervals
 from analysis.compare import wall_clock_moved
+from analysis.study.capacity import CapacitySpec, Trial, fraction_text
 from analysis.study.kit import one_commit
 from analysis.study.report import phase_medians, study_time
 from producer.lagsampler import LagSample
@@ -889,6 +891,92 @@ def grouped(runs: list[FaultRun]) -> list[tuple[str, str, str, int, list[FaultRu
     return table
 
 
+def _rates_sent(run_dirs: list[Path]) -> dict[str, list[float]]:
+    """Each engine's rates as its runs' run.json records them."""
+    rates: dict[str, set[float]] = {}
+    for run_dir in run_dirs:
+        record = json.loads((run_dir / "run.json").read_text())
+        rate = (record.get("parameters") or {}).get("rate")
+        if isinstance(rate, int | float):
+            rates.setdefault(str(record.get("engine")), set()).add(float(rate))
+    return {engine: sorted(values) for engine, values in rates.items()}
+
+
+def _capacity_note(engine: str, entry: dict[str, Any], rates: list[float]) -> str:
+    """An engine's capacity, what it was measured with and when, and the runs' fraction of it."""
+    rate, failing = entry.get("rate"), entry.get("lowest_failing")
+    if rate:
+        found = f"{'>= ' if entry.get('lower_bound') else ''}{rate:,.0f}/s"
+        found += f" (lowest failing {failing:,.0f}/s)" if failing else " (no rate failed)"
+    else:
+        found = "no rate passed"
+    settings = ", ".join(f"{k} {v}" for k, v in sorted((entry.get("settings") or {}).items()))
+    when = entry.get("measured_utc") or "an unrecorded time"
+    fractions = "; ".join(f"{r:,.0f}/s, {fraction_text(r, entry)}" for r in rates)
+    ran = f"; the study's runs sent at {fractions}" if fractions else ""
+    return f"{engine}: capacity {found}, measured with {settings or 'no settings'} at {when}{ran}."
+
+
+def capacity_part(record: dict[str, Any], run_dirs: list[Path]) -> dict[str, Any] | None:
+    """The study's capacity search (study.json capacity): every trial with the criterion's
+    verdict on it, and per engine its capacity and the fraction of it the runs sent at; None
+    for a study that measured none."""
+    measured = {
+        engine: entry
+        for engine, entry in (record.get("capacity") or {}).items()
+        if isinstance(entry, dict) and isinstance(entry.get("capacity_spec"), dict)
+    }
+    if not measured:
+        return None
+    rows: list[list[Any]] = []
+    notes: list[str] = []
+    sent = _rates_sent(run_dirs)
+    for engine, entry in measured.items():
+        spec = CapacitySpec(**entry["capacity_spec"])
+        for data in entry.get("trials") or []:
+            trial = Trial(**{f.name: data.get(f.name) for f in fields(Trial)})
+            why = trial.why_not(spec.p99_bound_ms)
+            rows.append(
+                [
+                    engine,
+                    trial.run_id,
+                    trial.rate,
+                    trial.p50_ms,
+                    trial.p99_ms,
+                    trial.send_lag_p99_ms,
+                    trial.output_per_s,
+                    YES_NO[trial.overloaded],
+                    f"no: {why}" if why else "yes",
+                ]
+            )
+        notes.append(_capacity_note(engine, entry, sent.get(engine, [])))
+    bound = next(iter(measured.values()))["capacity_spec"]["p99_bound_ms"]
+    return {
+        "title": "Each engine's capacity, measured before the runs",
+        "description": (
+            "The study's capacity search on the same hosts (study.json capacity): fault-free "
+            "runs, doubling from the first rate, then bisecting. A rate passes when its run is "
+            f"complete, not flagged overloaded, and its steady p99 is under {bound:g} ms (after "
+            "the warm-up, over the steady window); the capacity is the highest rate that passed. "
+            "Latencies are the collector's, per message from its intended send time; send lag is "
+            "how far the producer itself fell behind its schedule."
+        ),
+        "columns": [
+            "engine",
+            "trial",
+            "rate /s",
+            "p50 ms",
+            "p99 ms",
+            "send lag p99 ms",
+            "output /s",
+            "overloaded",
+            "passed",
+        ],
+        "rows": rows,
+        "notes": notes,
+    }
+
+
 def study_parts(run_dirs: list[Path], results: Path, study: str) -> list[dict[str, Any]]:
     """The runs as their study compares them (analysis/compare.py): each group's mean and 95 %
     interval, with what the intervals show as notes, and the study's time against its
@@ -914,9 +1002,10 @@ def study_parts(run_dirs: list[Path], results: Path, study: str) -> list[dict[st
         }
     ]
     record_path = results / study / "study.json"
-    spent = (
-        study_time(json.loads(record_path.read_text()), results) if record_path.is_file() else None
-    )
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    if capacity := capacity_part(record, run_dirs):
+        parts.append(capacity)
+    spent = study_time(record, results) if record else None
     if spent is not None:
         parts.append(
             {

@@ -152,6 +152,53 @@ def test_a_studys_parts_give_its_intervals_what_they_show_and_its_time(tmp_path)
     assert spent["rows"] == [[6, 17.5, 6, 10.0, 57, "50 / 75 / 100", 2, 2.5]]
 
 
+def test_a_studys_capacity_search_is_tabulated_trial_by_trial(tmp_path):
+    def trial(run_id, rate, p99, overloaded=False, status="complete"):
+        return {"run_id": run_id, "rate": rate, "status": status, "overloaded": overloaded,
+                "p50_ms": p99 / 4, "p99_ms": p99, "send_lag_p99_ms": 5.0,
+                "output_per_s": rate, "wall_s": 90.0}  # fmt: skip
+
+    spec = {"p99_bound_ms": 1000.0, "from_rate": 500.0, "runs": 5, "steady_s": 30, "warmup_s": 10}
+    record = {
+        "capacity": {
+            "storm": {
+                "rate": 200.0, "lowest_failing": 300.0, "lower_bound": False,
+                "trials": [trial("s1", 500.0, 1299), trial("s2", 200.0, 619),
+                           trial("s3", 300.0, 400, overloaded=True)],
+                "capacity_spec": spec, "settings": {"storm_message_timeout_s": 5},
+                "measured_utc": "2026-12-07T17:00:25Z",
+            },
+            "flink": {
+                "rate": 8000.0, "lowest_failing": None, "lower_bound": True,
+                "trials": [trial("f1", 8000.0, 500)], "capacity_spec": spec, "settings": {},
+            },
+        }
+    }  # fmt: skip
+    runs = []
+    for engine in ("storm", "flink"):
+        run_dir = tmp_path / engine
+        run_dir.mkdir()
+        (run_dir / "run.json").write_text(
+            json.dumps({"engine": engine, "parameters": {"rate": 100}})
+        )
+        runs.append(run_dir)
+    part = fault_figures.capacity_part(record, runs)
+    assert part is not None
+    assert [row[-1] for row in part["rows"]] == [
+        "no: steady p99 1299 ms is not under 1000 ms",
+        "yes",
+        "no: the collector flagged it overloaded",
+        "yes",
+    ]
+    assert part["notes"] == [
+        "storm: capacity 200/s (lowest failing 300/s), measured with storm_message_timeout_s 5 "
+        "at 2026-12-07T17:00:25Z; the study's runs sent at 100/s, 0.50 of 200/s.",
+        "flink: capacity >= 8,000/s (no rate failed), measured with no settings at an "
+        "unrecorded time; the study's runs sent at 100/s, ≤ 0.01 of ≥ 8,000/s.",
+    ]
+    assert fault_figures.capacity_part({"capacity": {}}, runs) is None
+
+
 def timed(run_id: str, setting: int, detected, whole, recovery, **changed) -> FaultRun:
     timeline = {"detected_s": detected, "engine_whole_s": whole, "first_output_s": whole,
                 "caught_up_s": recovery, "recovery_s": recovery}  # fmt: skip
