@@ -390,6 +390,8 @@ def test_the_dry_run_says_what_it_will_measure_and_counts_it(tmp_path, kit, caps
     assert runner.forecast(runner.check_existing()).capacity_s == 0
     assert cli.main([str(path), "--dry-run", "--results", str(tmp_path / "r")], kit=kit) == 0
     assert "capacity of flink: 3,000/s, measured by an earlier start" in capsys.readouterr().out
+    assert capacity.capacity_text({"rate": 8000.0, "lower_bound": True}) == "at least 8,000/s"
+    assert capacity.capacity_text({"rate": None, "lowest_failing": 500.0}) == "no rate passed"
     other = write_spec(tmp_path, capacity={**LOAD_SPEC["capacity"], "steady_s": 25}, name="x")
     (tmp_path / "r" / "x").mkdir()
     (tmp_path / "r" / "x" / "study.json").write_text(

@@ -16,6 +16,7 @@ from pathlib import Path
 from analysis.study import kit as kit_module
 from analysis.study import plan as plan_module
 from analysis.study import spec as spec_module
+from analysis.study.capacity import capacity_text
 from analysis.study.progress import duration_text
 from analysis.study.runner import (
     COMPLETE,
@@ -108,9 +109,10 @@ def dry_run(plan: plan_module.Plan, runner: StudyRunner, seed_note: str, invento
     capacity = plan.spec.capacity
     if capacity is not None:
         for engine in plan.spec.engines:
-            rate = (measured.get(engine) or {}).get("rate")
-            if runner.reusable(engine, measured.get(engine)):
-                print(f"  capacity of {engine}: {rate:,.0f}/s, measured by an earlier start")
+            entry = measured.get(engine)
+            if entry and runner.reusable(engine, entry):
+                measured_text = capacity_text(entry)
+                print(f"  capacity of {engine}: {measured_text}, measured by an earlier start")
             else:
                 longest = capacity.runs * (capacity.warmup_s + capacity.steady_s)
                 print(

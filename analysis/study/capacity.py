@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,15 @@ def rate_at(load: float, capacity: float) -> float:
     """The rate a run at `load` of `capacity` sends at, in whole messages/s (rounded down, so the
     fraction is never above the one asked for)."""
     return float(max(1, math.floor(load * capacity)))
+
+
+def capacity_text(capacity: Mapping[str, Any]) -> str:
+    """'200/s', 'at least 8,000/s' (no rate failed) or 'no rate passed', from a capacity as
+    study.json records it."""
+    rate = capacity.get("rate")
+    if not rate:
+        return "no rate passed"
+    return f"{'at least ' if capacity.get('lower_bound') else ''}{rate:,.0f}/s"
 
 
 def fraction_text(rate: float, capacity: dict[str, Any] | None) -> str:

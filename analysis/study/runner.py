@@ -30,6 +30,7 @@ from analysis.study.capacity import (
     Capacity,
     CapacitySpec,
     Trial,
+    capacity_text,
     rate_at,
     search,
     trial_from_summary,
@@ -524,7 +525,7 @@ class StudyRunner:
                 assert entry is not None
                 self.capacity[engine] = dict(entry)
                 self.progress.note(
-                    f"capacity of {engine}: {entry['rate']:,.0f}/s, measured by an earlier start"
+                    f"capacity of {engine}: {capacity_text(entry)}, measured by an earlier start"
                 )
                 continue
             earlier_trials = (partial.get(engine) or {}).get("trials") or []
@@ -551,9 +552,8 @@ class StudyRunner:
             self.capacity[engine] = {**found.as_json(), **criterion, "measured_utc": _utc_now()}
             del self.capacity_trials[engine]
             self.save()
-            bound = "at least " if found.lower_bound else ""
             self.progress.note(
-                f"capacity of {engine}: {bound}{found.rate or 0:,.0f}/s (lowest failing: "
+                f"capacity of {engine}: {capacity_text(self.capacity[engine])} (lowest failing: "
                 f"{found.lowest_failing or 'none'}; p99 bound {spec.p99_bound_ms:g} ms)"
             )
         if self.plan.spec.load is None:
