@@ -204,18 +204,7 @@ def sustainable_rate(
     return good, bad, runs
 
 
-RUN_COLUMNS = [
-    "configuration",
-    "run",
-    "rate /s",
-    "p50 ms",
-    "p99 ms",
-    "send lag p99 ms",
-    "output /s",
-    "overloaded",
-    "status",
-    "wall s",
-]
+RUN_COLUMNS = ["configuration", "run", *fault_figures.TRIAL_COLUMNS, "status", "wall s"]
 
 
 def run_row(run: RunFigures) -> list[Any]:
@@ -223,12 +212,7 @@ def run_row(run: RunFigures) -> list[Any]:
     return [
         run.config.label,
         trial.run_id,
-        round(trial.rate),
-        round(number(trial.p50_ms)),
-        round(number(trial.p99_ms)),
-        round(number(trial.send_lag_p99_ms), 1),
-        round(number(trial.output_per_s)),
-        fault_figures.YES_NO[trial.overloaded],
+        *fault_figures.trial_cells(trial),
         trial.status,
         round(trial.wall_s),
     ]

@@ -902,6 +902,18 @@ def _rates_sent(run_dirs: list[Path]) -> dict[str, list[float]]:
     return {engine: sorted(values) for engine, values in rates.items()}
 
 
+# A capacity trial's figures as the result files show them (trial_cells).
+TRIAL_COLUMNS = ["rate /s", "p50 ms", "p99 ms", "send lag p99 ms", "output /s", "overloaded"]
+
+
+def trial_cells(trial: Trial) -> list[Any]:
+    """A capacity trial's figures, rounded for a result file, under TRIAL_COLUMNS."""
+    whole = [None if v is None else round(v) for v in (trial.p50_ms, trial.p99_ms)]
+    lag = _round(trial.send_lag_p99_ms)
+    output = None if trial.output_per_s is None else round(trial.output_per_s)
+    return [round(trial.rate), *whole, lag, output, YES_NO[trial.overloaded]]
+
+
 def _capacity_note(engine: str, entry: dict[str, Any], rates: list[float]) -> str:
     """An engine's capacity, what it was measured with and when, and the runs' fraction of it."""
     rate, failing = entry.get("rate"), entry.get("lowest_failing")
@@ -936,19 +948,8 @@ def capacity_part(record: dict[str, Any], run_dirs: list[Path]) -> dict[str, Any
         for data in entry.get("trials") or []:
             trial = Trial(**{f.name: data.get(f.name) for f in fields(Trial)})
             why = trial.why_not(spec.p99_bound_ms)
-            rows.append(
-                [
-                    engine,
-                    trial.run_id,
-                    trial.rate,
-                    trial.p50_ms,
-                    trial.p99_ms,
-                    trial.send_lag_p99_ms,
-                    trial.output_per_s,
-                    YES_NO[trial.overloaded],
-                    f"no: {why}" if why else "yes",
-                ]
-            )
+            verdict = f"no: {why}" if why else "yes"
+            rows.append([engine, trial.run_id, *trial_cells(trial), verdict])
         notes.append(_capacity_note(engine, entry, sent.get(engine, [])))
     bound = next(iter(measured.values()))["capacity_spec"]["p99_bound_ms"]
     return {
@@ -961,17 +962,7 @@ def capacity_part(record: dict[str, Any], run_dirs: list[Path]) -> dict[str, Any
             "Latencies are the collector's, per message from its intended send time; send lag is "
             "how far the producer itself fell behind its schedule."
         ),
-        "columns": [
-            "engine",
-            "trial",
-            "rate /s",
-            "p50 ms",
-            "p99 ms",
-            "send lag p99 ms",
-            "output /s",
-            "overloaded",
-            "passed",
-        ],
+        "columns": ["engine", "trial", *TRIAL_COLUMNS, "passed"],
         "rows": rows,
         "notes": notes,
     }
