@@ -770,8 +770,9 @@ def compared_pairs(groups: Sequence[Group]) -> list[tuple[Group, Group]]:
         pairs += list(zip(line, line[1:], strict=False))
 
     def shared_equal(a: Group, b: Group) -> bool:
-        """The settings both engines' runs recorded (other than their studied ones) agree."""
-        sweeps = {a.sweep_parameter, b.sweep_parameter}
+        """The settings both engines' runs recorded (other than their studied ones and the
+        fault, which is each engine's own) agree."""
+        sweeps = {a.sweep_parameter, b.sweep_parameter, "fault"}
         shared = [
             name
             for name in a.parameters.keys() & b.parameters.keys()

@@ -226,6 +226,20 @@ def test_compare_groups_repetitions_and_writes_table_and_plots(tmp_path, capsys)
     values = ["b", None, 30, True, 5.0, 5, 10]
     assert sorted(values, key=compare._value_order) == [5, 5.0, 10, 30, "b", None, True]
 
+    # Past ALL_PAIRS_UP_TO groups, two engines are compared at the same value of their studied
+    # settings, whatever fault each ran (the fault is among the parameters).
+    many = [
+        compare.Group(engine, fault, {"fault": fault, "rate": 100, sweep: value})
+        for engine, fault, sweep in (
+            ("flink", "kill_taskmanager", "checkpoint_interval_s"),
+            ("storm", "kill_supervisor", "storm_message_timeout_s"),
+        )
+        for value in (5, 30, 60, 90)
+    ]
+    pairs = {(a.engine, b.engine, a.parameters[a.sweep_parameter]) for a, b in
+             compare.compared_pairs(many) if a.engine != b.engine}  # fmt: skip
+    assert pairs == {("flink", "storm", value) for value in (5, 30, 60, 90)}
+
     groups = compare.group_runs(compare.load_runs(runs))
     assert [(g.label, [r.run_id for r in g.runs]) for g in groups] == [
         # By the setting's value, not its text.
