@@ -69,7 +69,7 @@ from analysis import compare, intervals
 from analysis.compare import wall_clock_moved
 from analysis.study.capacity import CapacitySpec, Trial, fraction_text
 from analysis.study.kit import one_commit
-from analysis.study.report import phase_medians, study_time
+from analysis.study.report import phase_medians, rates_run, study_time
 from producer.lagsampler import LagSample
 from producer.steady import overload
 
@@ -891,17 +891,6 @@ def grouped(runs: list[FaultRun]) -> list[tuple[str, str, str, int, list[FaultRu
     return table
 
 
-def _rates_sent(run_dirs: list[Path]) -> dict[str, list[float]]:
-    """Each engine's rates as its runs' run.json records them."""
-    rates: dict[str, set[float]] = {}
-    for run_dir in run_dirs:
-        record = json.loads((run_dir / "run.json").read_text())
-        rate = (record.get("parameters") or {}).get("rate")
-        if isinstance(rate, int | float):
-            rates.setdefault(str(record.get("engine")), set()).add(float(rate))
-    return {engine: sorted(values) for engine, values in rates.items()}
-
-
 # A capacity trial's figures as the result files show them (trial_cells).
 TRIAL_COLUMNS = ["rate /s", "p50 ms", "p99 ms", "send lag p99 ms", "output /s", "overloaded"]
 
@@ -942,7 +931,7 @@ def capacity_part(record: dict[str, Any], run_dirs: list[Path]) -> dict[str, Any
         return None
     rows: list[list[Any]] = []
     notes: list[str] = []
-    sent = _rates_sent(run_dirs)
+    sent = {engine: sorted(rates) for engine, rates in rates_run(run_dirs).items()}
     for engine, entry in measured.items():
         spec = CapacitySpec(**entry["capacity_spec"])
         for data in entry.get("trials") or []:

@@ -8,7 +8,7 @@ import csv
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,11 +142,11 @@ def _scale_text(plan: Plan) -> list[str]:
     return [*lines, ""]
 
 
-def _rates_run(results_dir: Path, run_ids: Sequence[str]) -> dict[str, set[float]]:
-    """engine -> the rates its complete runs were sent at, as their run.json records them."""
+def rates_run(run_dirs: Iterable[Path]) -> dict[str, set[float]]:
+    """engine -> the rates its runs were sent at, as their run.json records them."""
     rates: dict[str, set[float]] = {}
-    for run_id in run_ids:
-        record = read_optional_json(results_dir / run_id / "run.json")
+    for run_dir in run_dirs:
+        record = read_optional_json(run_dir / "run.json")
         if not isinstance(record, dict):
             continue
         rate = (record.get("parameters") or {}).get("rate")
@@ -159,7 +159,7 @@ def _load_section(plan: Plan, results_dir: Path, complete: Sequence[str]) -> lis
     """At what fraction of its measured capacity each engine ran (docs/studies.md)."""
     record = load_record(results_dir / plan.study) or {}
     capacity = record.get("capacity") or {}
-    rates = _rates_run(results_dir, complete)
+    rates = rates_run(results_dir / run_id for run_id in complete)
     spec = plan.spec
     lines = ["## Load", ""]
     if spec.capacity is None:
