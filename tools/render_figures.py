@@ -62,6 +62,8 @@ BENCHES: dict[str, str] = {
     "bench/phase_compare.py": "where a run's time goes, per phase, for the kit before and after a "
     "change, measured alternately on the same test hosts, and the floor no change to the kit's "
     "steps removes",
+    "bench/study_estimate.py": "how well a study's dry run foresees its wall time: each study "
+    "dry-run, then run and timed, on the test hosts",
 }
 
 # Figures the README once quoted whose data (bench/out/, run directories) is gone.
