@@ -53,7 +53,6 @@ def test_the_result_gives_the_error_against_the_measured_time(tmp_path):
     measured = {
         "spec": "studies/smoke.yml",
         "runs": 2,
-        "todo": 2,
         "attempts": 2,
         "complete": 2,
         "producing_s": 284.0,
@@ -73,8 +72,12 @@ def test_the_result_gives_the_error_against_the_measured_time(tmp_path):
     assert len(table["columns"]) == len(table["rows"][0])
 
 
-def test_a_spec_without_one_count_and_rate_is_refused(tmp_path):
-    spec = tmp_path / "sweep.yml"
-    spec.write_text("engines: [flink]\nparameters:\n  count: [1000, 2000]\n  rate: 500\n")
-    with pytest.raises(SystemExit, match="count and rate"):
-        study_estimate.producing_s(spec)
+def test_producing_is_summed_over_the_recorded_runs():
+    record = {
+        "runs": [
+            {"parameters": {"count": 15000, "rate": 500}},
+            {"parameters": {"count": 71000, "rate": 500}},
+            {"parameters": {"count": 1000, "rate": 250}},
+        ]
+    }
+    assert study_estimate.producing_s(record) == 30 + 142 + 4
