@@ -1,16 +1,26 @@
-"""How well `streamlab-study --dry-run` foresees a study's wall time: each spec given, in turn,
-into one results directory, is dry-run (its estimate and what each engine's overhead was taken
-from), then run, and timed from the study process's start to its end on this machine's clock.
-A later spec's estimate may use the earlier ones' runs (their run.json phases), as a user's
-second study would. Writes one result file (docs/bench-results.md)."""
+#!/usr/bin/env python3
+"""How well `streamlab-study --dry-run` foresees a study's wall time.
+
+    bench/study_estimate.py SPEC.yml [SPEC.yml ...] [-i INVENTORY] [--results DIR]
+    bench/study_estimate.py SPEC.yml [SPEC.yml ...] --from-results DIR   # the table again
+
+Each spec, in turn, into one results directory that held no run before the first: dry-run (its
+estimate and where each engine's overhead was taken from), then run, timed from the study
+process's start to its exit on this machine's monotonic clock. A later spec's estimate may use
+the earlier ones' runs (their run.json phases), as a user's next study would; each spec is also
+dry-run against an empty results directory, which gives the kit's fixed model, so the two can be
+set side by side. What each start measured is kept in <study>/estimate.json beside study.json.
+Writes one result file (docs/bench-results.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,13 +30,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from fault_figures import commit_of, header_of  # noqa: E402
 
-BENCH = "bench/study_estimate.py"
+from analysis.study.kit import Kit  # noqa: E402
 
-# The dry run's last line: "to run: 6 of 6, estimated 12m 05s with the analysis ..." (the
-# durations as analysis.study.progress.duration_text writes them).
-ESTIMATED = re.compile(r"^to run: (\d+) of (\d+), estimated (.+?) with the analysis", re.M)
+BENCH = "bench/study_estimate.py"
+MEASURED = "estimate.json"
+
+# What analysis.study's dry run prints: its first line names the study, its last gives the
+# estimate (durations as analysis.study.progress.duration_text writes them).
+STUDY = re.compile(r"^study (\S+) \(", re.M)
+ESTIMATED = re.compile(r"^to run: \d+ of \d+, estimated (.+?) with the analysis", re.M)
 SOURCES = re.compile(r"^overhead taken from (.+)$", re.M)
-DURATION = re.compile(r"^(?:(\d+)h (\d+)m|(\d+)m (\d+)s|(\d+)s)$")
+DURATION = re.compile(r"^(?:(?P<h>\d+)h (?P<hm>\d+)m|(?P<m>\d+)m (?P<ms>\d+)s|(?P<s>\d+)s)$")
 
 
 def duration_s(text: str) -> int:
@@ -34,118 +48,129 @@ def duration_s(text: str) -> int:
     found = DURATION.match(text.strip())
     if not found:
         raise ValueError(f"not a duration the dry run writes: {text!r}")
-    hours, minutes, m_only, s_only, seconds = (int(g) if g else 0 for g in found.groups())
-    return hours * 3600 + minutes * 60 + m_only * 60 + s_only + seconds
+    part = {k: int(v) if v else 0 for k, v in found.groupdict().items()}
+    return part["h"] * 3600 + (part["hm"] + part["m"]) * 60 + part["ms"] + part["s"]
 
 
-def read_dry_run(output: str) -> tuple[int, int, str]:
-    """(runs to do, estimated seconds, where the overhead came from) from a dry run's output."""
-    estimated = ESTIMATED.search(output)
-    if not estimated:
-        raise ValueError(f"the dry run printed no estimate:\n{output[-2000:]}")
+def read_dry_run(output: str) -> tuple[str, int, str]:
+    """(study name, estimated seconds, where the overhead came from) from a dry run's output."""
+    study, estimated = STUDY.search(output), ESTIMATED.search(output)
+    if not study or not estimated:
+        raise ValueError(f"the dry run printed no study or no estimate:\n{output[-2000:]}")
     sources = SOURCES.search(output)
-    return (
-        int(estimated.group(1)),
-        duration_s(estimated.group(3)),
-        sources.group(1) if sources else "not said",
-    )
+    return study.group(1), duration_s(estimated.group(1)), sources.group(1) if sources else ""
 
 
-def producing_s(record: dict[str, Any]) -> float:
-    """The study's nominal producing time: count / rate summed over its runs, as study.json
-    records their parameters (a load study's rates included)."""
-    return sum(
-        float(run["parameters"]["count"]) / float(run["parameters"]["rate"])
-        for run in record["runs"]
-    )
+def nominal_producing_s(record: dict[str, Any], defaults: dict[str, Any]) -> int:
+    """What the estimate counts as producing: ceil(count / rate) per run (the kit's default where
+    the spec gave none), plus each capacity trial's warm-up and steady seconds."""
+    total = 0
+    for run in record["runs"]:
+        parameters = {**defaults, **run["parameters"]}
+        total += math.ceil(float(parameters["count"]) / float(parameters["rate"]))
+    for entry in (record.get("capacity") or {}).values():
+        spec = entry.get("capacity_spec") or {} if isinstance(entry, dict) else {}
+        trial_s = int(spec.get("warmup_s") or 0) + int(spec.get("steady_s") or 0)
+        total += trial_s * len(entry.get("trials") or [])
+    return total
 
 
-def study_command(spec: Path, inventory: str, results: Path, *extra: str) -> list[str]:
-    return [
-        *(sys.executable, "-m", "analysis.study", str(spec)),
-        *("-i", inventory, "--results", str(results), *extra),
-    ]
-
-
-def measure(spec: Path, inventory: str, results: Path) -> dict[str, Any]:
-    """Dry-run the spec, run it, and return what was foreseen against what it took."""
-    dry = subprocess.run(
-        study_command(spec, inventory, results, "--dry-run"),
+def dry_run(spec: Path, inventory: str, results: Path) -> tuple[str, int, str]:
+    done = subprocess.run(
+        [*study_command(spec, inventory, results), "--dry-run"],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
     )
-    if dry.returncode != 0:
-        raise SystemExit(f"{spec}: the dry run failed:\n{dry.stdout}{dry.stderr}")
-    _, estimate_s, source = read_dry_run(dry.stdout)
+    if done.returncode != 0:
+        raise SystemExit(f"{spec}: the dry run failed:\n{done.stdout}{done.stderr}")
+    return read_dry_run(done.stdout)
+
+
+def study_command(spec: Path, inventory: str, results: Path) -> list[str]:
+    return [
+        *(sys.executable, "-m", "analysis.study", str(spec)),
+        *("-i", inventory, "--results", str(results)),
+    ]
+
+
+def measure(spec: Path, inventory: str, results: Path) -> dict[str, Any]:
+    """Dry-run the spec, run it, time it, and keep what was measured beside its study.json."""
+    study, estimate_s, source = dry_run(spec, inventory, results)
     started = time.monotonic()
     done = subprocess.run(study_command(spec, inventory, results), cwd=REPO, check=False)
-    wall_s = time.monotonic() - started
+    wall_s = round(time.monotonic() - started, 1)
     if done.returncode != 0:
         raise SystemExit(f"{spec}: the study failed (exit {done.returncode}); not recorded")
-    record = json.loads((results / spec.stem / "study.json").read_text())
-    complete = [run for run in record["runs"] if run.get("status") == "complete"]
-    attempts = sum(len(run.get("attempts") or []) for run in record["runs"])
-    return {
-        "spec": spec.relative_to(REPO).as_posix() if spec.is_relative_to(REPO) else str(spec),
-        "runs": len(record["runs"]),
-        "attempts": attempts,
-        "complete": len(complete),
-        "producing_s": producing_s(record),
-        "estimate_s": estimate_s,
-        "wall_s": round(wall_s, 1),
-        "source": source,
-        "run_dirs": [str(results / run["run_id"]) for run in complete],
-    }
+    measured = {"estimate_s": estimate_s, "source": source, "wall_s": wall_s}
+    (results / study / MEASURED).write_text(json.dumps(measured, indent=2) + "\n")
+    return {"study": study, **measured}
 
 
-def result(measured: Sequence[dict[str, Any]], results: Path) -> dict[str, Any]:
-    run_dirs = [Path(d) for m in measured for d in m["run_dirs"]]
-    rows = [
-        [
-            m["spec"],
-            m["runs"],
-            m["attempts"],
-            round(m["producing_s"]),
-            m["estimate_s"],
-            round(m["wall_s"]),
-            round(100 * (m["estimate_s"] - m["wall_s"]) / m["wall_s"], 1),
-            m["source"],
-        ]
-        for m in measured
+def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
+    """A table row from what a start measured (its estimate.json) and its study.json, with the
+    fixed-model estimate of a dry run against an empty results directory."""
+    with tempfile.TemporaryDirectory() as empty:
+        study, fixed_s, _ = dry_run(spec, inventory, Path(empty))
+    measured = json.loads((results / study / MEASURED).read_text())
+    record = json.loads((results / study / "study.json").read_text())
+    complete = [run["run_id"] for run in record["runs"] if run.get("status") == "complete"]
+    wall_s = round(measured["wall_s"])
+    row = [
+        spec.relative_to(REPO).as_posix() if spec.is_relative_to(REPO) else str(spec),
+        len(record["runs"]),
+        sum(len(run.get("attempts") or []) for run in record["runs"]),
+        nominal_producing_s(record, kit.defaults),
+        wall_s,
+        measured["estimate_s"],
+        error_percent(measured["estimate_s"], wall_s),
+        measured["source"] or "not said",
+        fixed_s,
+        error_percent(fixed_s, wall_s),
     ]
-    commit, dirty = commit_of(run_dirs)
+    return row, [results / run_id for run_id in complete]
+
+
+def error_percent(estimate_s: float, wall_s: float) -> float:
+    return round(100 * (estimate_s - wall_s) / wall_s, 1)
+
+
+def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
     notes = [
-        "Studies run in the order of the rows, into one results directory that held no run "
+        "Studies ran in the order of the rows into one results directory that held no run "
         "before the first: a later study's dry run may take its overhead from the earlier "
         "studies' runs (their run.json phases), as a user's next study would.",
         "Measured: the study process from its start to its exit, the analysis after the last "
-        "run included, on this machine's monotonic clock.",
+        "run included, on this machine's monotonic clock. Each estimate includes the analysis "
+        "too. Producing: ceil(count / rate) per run, as the estimate counts it.",
+        "Fixed model: the same spec dry-run against an empty results directory (115 s of "
+        "overhead per run, the kit's fallback when it has no run to measure).",
     ]
-    if dirty:
-        notes.append("Some runs were made with uncommitted changes to the kit.")
+    if commit_of(run_dirs)[1]:
+        notes.append("The kit's tree was dirty when measured.")
     return {
         **header_of(BENCH, run_dirs),
-        "commit": commit,
         "tables": [
             {
                 "title": "The dry run's estimate against the study's measured wall time",
                 "description": (
-                    "Each study dry-run (`streamlab-study --dry-run`), then run, on the test "
-                    "hosts. Error: (estimate - measured) / measured."
+                    "Each study dry-run (`streamlab-study --dry-run`), then run and timed, on "
+                    "the test hosts. Error: (estimate - measured) / measured."
                 ),
                 "columns": [
                     "study",
                     "runs",
                     "attempts",
                     "producing s",
-                    "estimate s",
                     "measured s",
+                    "estimate s",
                     "error %",
                     "each engine's overhead taken from",
+                    "fixed-model estimate s",
+                    "fixed-model error %",
                 ],
-                "rows": rows,
+                "rows": list(rows),
                 "notes": notes,
             }
         ],
@@ -153,27 +178,46 @@ def result(measured: Sequence[dict[str, Any]], results: Path) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("specs", nargs="+", type=Path, help="study specs, run in this order")
     parser.add_argument("-i", "--inventory", default="inventory/lab/hosts.yml")
     parser.add_argument("--results", type=Path, default=REPO / "bench/out/estimate-studies")
+    parser.add_argument(
+        "--from-results",
+        action="store_true",
+        help="run nothing: the table from what earlier starts kept in --results",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench/out/study-estimate.json")
     args = parser.parse_args(argv)
-    if args.results.exists() and any(args.results.iterdir()):
-        parser.error(
-            f"{args.results} is not empty: the first study's estimate must not see earlier runs "
-            "(give another --results, or remove it)"
-        )
+    results = args.results.resolve()
     specs = [spec.resolve() for spec in args.specs]
     for spec in specs:
         if not spec.is_file():
             parser.error(f"{spec}: no such study spec")
-    measured = [measure(spec, args.inventory, args.results) for spec in specs]
-    data = result(measured, args.results)
+    if not args.from_results:
+        if results.exists() and any(results.iterdir()):
+            parser.error(
+                f"{results} is not empty: the first study's estimate must not see earlier "
+                "runs (give another --results, or remove it)"
+            )
+        for spec in specs:
+            measure(spec, args.inventory, results)
+    kit = Kit.load()
+    rows, run_dirs = [], []
+    for spec in specs:
+        row, dirs = row_of(spec, args.inventory, results, kit)
+        rows.append(row)
+        run_dirs += dirs
+    data = result(rows, run_dirs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
-    for row in data["tables"][0]["rows"]:
-        print(f"{row[0]}: estimate {row[4]} s, measured {row[5]} s, error {row[6]} % ({row[7]})")
+    for row in rows:
+        print(
+            f"{row[0]}: measured {row[4]} s; estimate {row[5]} s ({row[6]:+} %), "
+            f"fixed model {row[8]} s ({row[9]:+} %)"
+        )
     print(f"wrote {args.out}")
     return 0
 

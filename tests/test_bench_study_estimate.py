@@ -31,9 +31,9 @@ def test_an_hour_long_estimate_reads_back_to_the_minute():
     assert study_estimate.duration_s(duration_text(2 * 3600 + 25 * 60 + 40)) == 2 * 3600 + 25 * 60
 
 
-def test_the_dry_runs_estimate_and_its_source_are_read():
+def test_the_dry_runs_study_estimate_and_source_are_read():
     assert study_estimate.read_dry_run(DRY_RUN) == (
-        2,
+        "smoke",
         485,
         "flink: median of 3 earlier flink runs' phases in the results directory",
     )
@@ -41,43 +41,40 @@ def test_the_dry_runs_estimate_and_its_source_are_read():
 
 def test_a_dry_run_without_an_estimate_is_an_error():
     with pytest.raises(ValueError, match="no estimate"):
-        study_estimate.read_dry_run("study smoke: 2 runs\n")
+        study_estimate.read_dry_run("study smoke (studies/smoke.yml): 2 runs\n")
 
 
-def test_the_result_gives_the_error_against_the_measured_time(tmp_path):
+def test_the_error_is_against_the_measured_time():
+    # (1060 - 720) / 720 = 47.2 % high; (430 - 465) / 465 = 7.5 % low.
+    assert study_estimate.error_percent(1060, 720) == 47.2
+    assert study_estimate.error_percent(430, 465) == -7.5
+
+
+def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
     run_dir = tmp_path / "smoke-flink-r1"
     run_dir.mkdir()
     (run_dir / "run.json").write_text(
         json.dumps({"kit_commit": "0123abcd" * 5, "kit_dirty": False, "hosts": {}})
     )
-    measured = {
-        "spec": "studies/smoke.yml",
-        "runs": 2,
-        "attempts": 2,
-        "complete": 2,
-        "producing_s": 284.0,
-        "estimate_s": 485,
-        "wall_s": 440.0,
-        "source": "flink: the kit's fixed model",
-        "run_dirs": [str(run_dir)],
-    }
-    data = study_estimate.result([measured], tmp_path)
-    assert data["bench"] == "bench/study_estimate.py"
-    assert data["commit"] == "0123abc"
+    row = ["studies/smoke.yml", 2, 2, 284, 465, 492, 5.8, "flink: ...", 594, 27.7]
+    data = study_estimate.result([row], [run_dir])
+    assert (data["bench"], data["commit"]) == ("bench/study_estimate.py", "0123abc")
     (table,) = data["tables"]
-    # (485 - 440) / 440 = 10.2 % high.
-    assert table["rows"] == [
-        ["studies/smoke.yml", 2, 2, 284, 485, 440, 10.2, "flink: the kit's fixed model"]
-    ]
-    assert len(table["columns"]) == len(table["rows"][0])
+    assert table["rows"] == [row] and len(table["columns"]) == len(row)
+    assert not any("dirty" in note for note in table["notes"])
 
 
-def test_producing_is_summed_over_the_recorded_runs():
+def test_producing_is_counted_as_the_estimate_counts_it():
     record = {
         "runs": [
             {"parameters": {"count": 15000, "rate": 500}},
-            {"parameters": {"count": 71000, "rate": 500}},
-            {"parameters": {"count": 1000, "rate": 250}},
-        ]
+            {"parameters": {"count": 1001, "rate": 500}},  # ceil: 3 s
+            {"parameters": {"rate": 250}},  # the kit's default count
+        ],
+        "capacity": {
+            "flink": {"capacity_spec": {"warmup_s": 3, "steady_s": 10}, "trials": [{}, {}]},
+        },
     }
-    assert study_estimate.producing_s(record) == 30 + 142 + 4
+    assert study_estimate.nominal_producing_s(record, {"count": 2500, "rate": 100}) == (
+        30 + 3 + 10 + 2 * 13
+    )
