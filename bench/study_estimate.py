@@ -2,21 +2,22 @@
 """How well `streamlab-study --dry-run` foresees a study's wall time.
 
     bench/study_estimate.py SPEC.yml [SPEC.yml ...] [-i INVENTORY] [--results DIR]
-    bench/study_estimate.py SPEC.yml [SPEC.yml ...] --from-results DIR   # the table again
+    bench/study_estimate.py SPEC.yml [SPEC.yml ...] --append      # run only the new specs
+    bench/study_estimate.py SPEC.yml [SPEC.yml ...] --from-results  # the table again
 
 Each spec, in turn, into one results directory that held no run before the first: dry-run (its
 estimate and where each engine's overhead was taken from), then run, timed from the study
 process's start to its exit on this machine's monotonic clock. A later spec's estimate may use
 the earlier ones' runs (their run.json phases), as a user's next study would; each spec is also
 dry-run against an empty results directory, which gives the kit's fixed model, so the two can be
-set side by side. What each start measured is kept in <study>/estimate.json beside study.json.
+set side by side. What each start measured is kept in <study>/estimate.json beside study.json;
+--append adds studies after those a directory already holds, and the table lists every spec given.
 Writes one result file (docs/bench-results.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import subprocess
 import sys
@@ -30,7 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from fault_figures import commit_of, header_of  # noqa: E402
 
+from analysis.io import read_optional_json  # noqa: E402
 from analysis.study.kit import Kit  # noqa: E402
+from analysis.study.plan import PlannedRun, produce_s  # noqa: E402
 
 BENCH = "bench/study_estimate.py"
 MEASURED = "estimate.json"
@@ -61,18 +64,51 @@ def read_dry_run(output: str) -> tuple[str, int, str]:
     return study.group(1), duration_s(estimated.group(1)), sources.group(1) if sources else ""
 
 
-def nominal_producing_s(record: dict[str, Any], defaults: dict[str, Any]) -> int:
-    """What the estimate counts as producing: ceil(count / rate) per run (the kit's default where
-    the spec gave none), plus each capacity trial's warm-up and steady seconds."""
-    total = 0
-    for run in record["runs"]:
-        parameters = {**defaults, **run["parameters"]}
-        total += math.ceil(float(parameters["count"]) / float(parameters["rate"]))
+def nominal_producing_s(record: dict[str, Any], kit: Kit) -> int:
+    """What the estimate counts as producing: plan.produce_s of each recorded run, plus each
+    capacity trial's warm-up and steady seconds."""
+    total = sum(
+        produce_s(
+            PlannedRun(
+                run["run_id"], run["engine"], run["fault"], run["parameters"], run["repetition"]
+            ),
+            kit,
+        )
+        for run in record["runs"]
+    )
     for entry in (record.get("capacity") or {}).values():
-        spec = entry.get("capacity_spec") or {} if isinstance(entry, dict) else {}
+        if not isinstance(entry, dict):
+            continue
+        spec = entry.get("capacity_spec") or {}
         trial_s = int(spec.get("warmup_s") or 0) + int(spec.get("steady_s") or 0)
         total += trial_s * len(entry.get("trials") or [])
     return total
+
+
+def earlier_runs(results: Path, record: dict[str, Any]) -> int:
+    """Complete runs in the results directory that ended before the study's first run started:
+    the runs its dry run could take its overhead from (analysis.study.estimate)."""
+    own = {run["run_id"] for run in record["runs"]}
+    starts = [
+        int(found["start_ms"])
+        for run_id in own
+        if isinstance(found := read_optional_json(results / run_id / "run.json"), dict)
+        and found.get("start_ms") is not None
+    ]
+    if not starts:
+        return 0
+    count = 0
+    for path in results.glob("*/run.json"):
+        found = read_optional_json(path)
+        if (
+            path.parent.name not in own
+            and isinstance(found, dict)
+            and found.get("status") == "complete"
+            and found.get("end_ms") is not None
+            and int(found["end_ms"]) < min(starts)
+        ):
+            count += 1
+    return count
 
 
 def dry_run(spec: Path, inventory: str, results: Path) -> tuple[str, int, str]:
@@ -95,7 +131,7 @@ def study_command(spec: Path, inventory: str, results: Path) -> list[str]:
     ]
 
 
-def measure(spec: Path, inventory: str, results: Path) -> dict[str, Any]:
+def measure(spec: Path, inventory: str, results: Path) -> None:
     """Dry-run the spec, run it, time it, and keep what was measured beside its study.json."""
     study, estimate_s, source = dry_run(spec, inventory, results)
     started = time.monotonic()
@@ -105,7 +141,6 @@ def measure(spec: Path, inventory: str, results: Path) -> dict[str, Any]:
         raise SystemExit(f"{spec}: the study failed (exit {done.returncode}); not recorded")
     measured = {"estimate_s": estimate_s, "source": source, "wall_s": wall_s}
     (results / study / MEASURED).write_text(json.dumps(measured, indent=2) + "\n")
-    return {"study": study, **measured}
 
 
 def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
@@ -121,7 +156,8 @@ def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[An
         spec.relative_to(REPO).as_posix() if spec.is_relative_to(REPO) else str(spec),
         len(record["runs"]),
         sum(len(run.get("attempts") or []) for run in record["runs"]),
-        nominal_producing_s(record, kit.defaults),
+        earlier_runs(results, record),
+        nominal_producing_s(record, kit),
         wall_s,
         measured["estimate_s"],
         error_percent(measured["estimate_s"], wall_s),
@@ -140,7 +176,8 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
     notes = [
         "Studies ran in the order of the rows into one results directory that held no run "
         "before the first: a later study's dry run may take its overhead from the earlier "
-        "studies' runs (their run.json phases), as a user's next study would.",
+        "studies' runs (their run.json phases), as a user's next study would. Earlier runs: the "
+        "complete runs there that ended before the study's first run started.",
         "Measured: the study process from its start to its exit, the analysis after the last "
         "run included, on this machine's monotonic clock. Each estimate includes the analysis "
         "too. Producing: ceil(count / rate) per run, as the estimate counts it.",
@@ -162,6 +199,7 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
                     "study",
                     "runs",
                     "attempts",
+                    "earlier runs",
                     "producing s",
                     "measured s",
                     "estimate s",
@@ -177,6 +215,35 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
     }
 
 
+def to_measure(
+    specs: Sequence[Path],
+    inventory: str,
+    results: Path,
+    append: bool,
+    parser: argparse.ArgumentParser,
+) -> list[Path]:
+    """The specs to run, in order; refuses a results directory the table could not trust."""
+    if not results.exists() or not any(results.iterdir()):
+        return list(specs)
+    if not append:
+        parser.error(
+            f"{results} is not empty: the first study's estimate must not see earlier runs "
+            "(give another --results, remove it, or --append to add studies after its own)"
+        )
+    todo = []
+    for spec in specs:
+        study, _, _ = dry_run(spec, inventory, results)
+        if (results / study / MEASURED).is_file():
+            continue
+        if (results / study).exists():
+            parser.error(
+                f"{results / study} holds a start of {spec.name} that this bench did not "
+                "finish: its wall time is unknown (remove that directory and its runs)"
+            )
+        todo.append(spec)
+    return todo
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -189,6 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="run nothing: the table from what earlier starts kept in --results",
     )
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="--results may hold earlier starts: run only the specs it has no measurement of",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench/out/study-estimate.json")
     args = parser.parse_args(argv)
     results = args.results.resolve()
@@ -197,12 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not spec.is_file():
             parser.error(f"{spec}: no such study spec")
     if not args.from_results:
-        if results.exists() and any(results.iterdir()):
-            parser.error(
-                f"{results} is not empty: the first study's estimate must not see earlier "
-                "runs (give another --results, or remove it)"
-            )
-        for spec in specs:
+        for spec in to_measure(specs, args.inventory, results, args.append, parser):
             measure(spec, args.inventory, results)
     kit = Kit.load()
     rows, run_dirs = [], []
@@ -215,8 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     for row in rows:
         print(
-            f"{row[0]}: measured {row[4]} s; estimate {row[5]} s ({row[6]:+} %), "
-            f"fixed model {row[8]} s ({row[9]:+} %)"
+            f"{row[0]}: measured {row[5]} s; estimate {row[6]} s ({row[7]:+} %), "
+            f"fixed model {row[9]} s ({row[10]:+} %)"
         )
     print(f"wrote {args.out}")
     return 0

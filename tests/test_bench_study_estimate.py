@@ -3,9 +3,11 @@ file from hand-built measurements (its error against the measured time)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,7 +58,7 @@ def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
     (run_dir / "run.json").write_text(
         json.dumps({"kit_commit": "0123abcd" * 5, "kit_dirty": False, "hosts": {}})
     )
-    row = ["studies/smoke.yml", 2, 2, 284, 465, 492, 5.8, "flink: ...", 594, 27.7]
+    row = ["studies/smoke.yml", 2, 2, 6, 284, 465, 492, 5.8, "flink: ...", 594, 27.7]
     data = study_estimate.result([row], [run_dir])
     assert (data["bench"], data["commit"]) == ("bench/study_estimate.py", "0123abc")
     (table,) = data["tables"]
@@ -64,17 +66,86 @@ def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
     assert not any("dirty" in note for note in table["notes"])
 
 
+def recorded(run_id: str, parameters: dict) -> dict:
+    return {
+        "run_id": run_id,
+        "engine": "flink",
+        "fault": "none",
+        "parameters": parameters,
+        "repetition": 1,
+    }
+
+
 def test_producing_is_counted_as_the_estimate_counts_it():
     record = {
         "runs": [
-            {"parameters": {"count": 15000, "rate": 500}},
-            {"parameters": {"count": 1001, "rate": 500}},  # ceil: 3 s
-            {"parameters": {"rate": 250}},  # the kit's default count
+            recorded("a", {"count": 15000, "rate": 500}),
+            recorded("b", {"count": 1001, "rate": 500}),  # ceil: 3 s
+            recorded("c", {"rate": 250}),  # the kit's default count
         ],
         "capacity": {
             "flink": {"capacity_spec": {"warmup_s": 3, "steady_s": 10}, "trials": [{}, {}]},
+            "storm": "not measured",  # not a measurement: counts nothing
         },
     }
-    assert study_estimate.nominal_producing_s(record, {"count": 2500, "rate": 100}) == (
-        30 + 3 + 10 + 2 * 13
+    kit = SimpleNamespace(defaults={"count": 2500, "rate": 100})
+    assert study_estimate.nominal_producing_s(record, kit) == 30 + 3 + 10 + 2 * 13
+
+
+def write_run(results: Path, run_id: str, status: str, start_ms: int, end_ms: int) -> None:
+    (results / run_id).mkdir(parents=True)
+    record = {"status": status, "start_ms": start_ms, "end_ms": end_ms}
+    (results / run_id / "run.json").write_text(json.dumps(record))
+
+
+def test_earlier_runs_are_the_complete_ones_that_ended_before_the_study_began(tmp_path):
+    write_run(tmp_path, "old-1", "complete", 1000, 2000)
+    write_run(tmp_path, "old-2", "complete", 2100, 2900)
+    write_run(tmp_path, "old-3", "incomplete", 3000, 3500)  # not a run to measure
+    write_run(tmp_path, "new-1", "complete", 4000, 5000)
+    write_run(tmp_path, "new-2", "complete", 5100, 6000)
+    write_run(tmp_path, "later", "complete", 7000, 8000)  # after the study began
+    record = {"runs": [{"run_id": "new-2"}, {"run_id": "new-1"}]}
+    assert study_estimate.earlier_runs(tmp_path, record) == 2
+    assert study_estimate.earlier_runs(tmp_path, {"runs": [{"run_id": "missing"}]}) == 0
+
+
+@pytest.fixture
+def named_by_file(monkeypatch):
+    """The dry run replaced by its first line's study name: the spec's file name."""
+    monkeypatch.setattr(
+        study_estimate, "dry_run", lambda spec, inventory, results: (spec.stem, 100, "")
     )
+
+
+def test_a_non_empty_results_directory_is_refused_without_append(tmp_path, named_by_file, capsys):
+    results = tmp_path / "results"
+    (results / "first").mkdir(parents=True)
+    with pytest.raises(SystemExit):
+        study_estimate.main([str(spec_file(tmp_path, "second")), "--results", str(results)])
+    assert "is not empty" in capsys.readouterr().err
+
+
+def test_append_runs_only_the_specs_without_a_measurement(tmp_path, named_by_file):
+    results = tmp_path / "results"
+    (results / "first").mkdir(parents=True)
+    (results / "first" / study_estimate.MEASURED).write_text("{}")
+    specs = [spec_file(tmp_path, "first"), spec_file(tmp_path, "second")]
+    parser = argparse.ArgumentParser()
+    assert study_estimate.to_measure(specs, "inv", results, True, parser) == specs[1:]
+    assert study_estimate.to_measure(specs, "inv", tmp_path / "none", False, parser) == specs
+
+
+def test_append_refuses_a_start_the_bench_did_not_finish(tmp_path, named_by_file, capsys):
+    results = tmp_path / "results"
+    (results / "second").mkdir(parents=True)  # a study.json, no estimate.json
+    parser = argparse.ArgumentParser()
+    with pytest.raises(SystemExit):
+        study_estimate.to_measure([spec_file(tmp_path, "second")], "inv", results, True, parser)
+    assert "did not finish" in capsys.readouterr().err
+
+
+def spec_file(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.yml"
+    path.write_text("engines: [flink]\n")
+    return path
