@@ -67,7 +67,7 @@ import yaml
 
 from analysis import compare, intervals
 from analysis.compare import wall_clock_moved
-from analysis.study.capacity import CapacitySpec, Trial, fraction_text
+from analysis.study.capacity import CapacitySpec, Trial, capacity_text, fraction_text
 from analysis.study.kit import one_commit
 from analysis.study.report import phase_medians, rates_run, study_time
 from producer.lagsampler import LagSample
@@ -905,12 +905,9 @@ def trial_cells(trial: Trial) -> list[Any]:
 
 def _capacity_note(engine: str, entry: dict[str, Any], rates: list[float]) -> str:
     """An engine's capacity, what it was measured with and when, and the runs' fraction of it."""
-    rate, failing = entry.get("rate"), entry.get("lowest_failing")
-    if rate:
-        found = f"{'>= ' if entry.get('lower_bound') else ''}{rate:,.0f}/s"
+    found, failing = capacity_text(entry), entry.get("lowest_failing")
+    if entry.get("rate"):
         found += f" (lowest failing {failing:,.0f}/s)" if failing else " (no rate failed)"
-    else:
-        found = "no rate passed"
     settings = ", ".join(f"{k} {v}" for k, v in sorted((entry.get("settings") or {}).items()))
     when = entry.get("measured_utc") or "an unrecorded time"
     fractions = "; ".join(f"{r:,.0f}/s, {fraction_text(r, entry)}" for r in rates)

@@ -193,7 +193,7 @@ def test_a_studys_capacity_search_is_tabulated_trial_by_trial(tmp_path):
     assert part["notes"] == [
         "storm: capacity 200/s (lowest failing 300/s), measured with storm_message_timeout_s 5 "
         "at 2026-12-07T17:00:25Z; the study's runs sent at 100/s, 0.50 of 200/s.",
-        "flink: capacity >= 8,000/s (no rate failed), measured with no settings at an "
+        "flink: capacity at least 8,000/s (no rate failed), measured with no settings at an "
         "unrecorded time; the study's runs sent at 100/s, ≤ 0.01 of ≥ 8,000/s.",
     ]
     assert fault_figures.capacity_part({"capacity": {}}, runs) is None
