@@ -64,6 +64,9 @@ BENCHES: dict[str, str] = {
     "steps removes",
     "bench/study_estimate.py": "how well a study's dry run foresees its wall time: each study "
     "dry-run, then run and timed, on the test hosts",
+    "bench/suite_timing.py": "how long `make test` takes on a fresh clone as CI runs it, part by "
+    "part (before the suite, the lab's tests, the tests beside them, the realtime tests), with "
+    "the lab's slowest items",
 }
 
 # Figures the README once quoted whose data (bench/out/, run directories) is gone.
