@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from fault_figures import commit_of, header_of  # noqa: E402
 
 from analysis.io import read_optional_json  # noqa: E402
-from analysis.study.kit import Kit  # noqa: E402
+from analysis.study.kit import Kit, recorded_commit  # noqa: E402
 from analysis.study.plan import PlannedRun, produce_s  # noqa: E402
 
 BENCH = "bench/study_estimate.py"
@@ -152,6 +152,7 @@ def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[An
     record = json.loads((results / study / "study.json").read_text())
     complete = [run["run_id"] for run in record["runs"] if run.get("status") == "complete"]
     wall_s = round(measured["wall_s"])
+    run_dirs = [results / run_id for run_id in complete]
     row = [
         spec.relative_to(REPO).as_posix() if spec.is_relative_to(REPO) else str(spec),
         len(record["runs"]),
@@ -164,8 +165,19 @@ def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[An
         measured["source"] or "not said",
         fixed_s,
         error_percent(fixed_s, wall_s),
+        commits_text(run_dirs),
     ]
-    return row, [results / run_id for run_id in complete]
+    return row, run_dirs
+
+
+def commits_text(run_dirs: list[Path]) -> str:
+    """The kit commits a study's runs recorded, each marked when a run had uncommitted changes."""
+    found: dict[str, bool] = {}
+    for run_dir in run_dirs:
+        record = json.loads((run_dir / "run.json").read_text())
+        commit = recorded_commit(record)
+        found[commit] = found.get(commit, False) or bool(record.get("kit_dirty"))
+    return ", ".join(f"{c}{' (dirty tree)' if dirty else ''}" for c, dirty in sorted(found.items()))
 
 
 def error_percent(estimate_s: float, wall_s: float) -> float:
@@ -185,7 +197,7 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
         "overhead per run, the kit's fallback when it has no run to measure).",
     ]
     if commit_of(run_dirs)[1]:
-        notes.append("The kit's tree was dirty when measured.")
+        notes.append("The kit's tree was dirty when measured: see each study's commit.")
     return {
         **header_of(BENCH, run_dirs),
         "tables": [
@@ -207,6 +219,7 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
                     "each engine's overhead taken from",
                     "fixed-model estimate s",
                     "fixed-model error %",
+                    "runs' kit commit",
                 ],
                 "rows": list(rows),
                 "notes": notes,

@@ -58,7 +58,7 @@ def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
     (run_dir / "run.json").write_text(
         json.dumps({"kit_commit": "0123abcd" * 5, "kit_dirty": False, "hosts": {}})
     )
-    row = ["studies/smoke.yml", 2, 2, 6, 284, 465, 492, 5.8, "flink: ...", 594, 27.7]
+    row = ["studies/smoke.yml", 2, 2, 6, 284, 465, 492, 5.8, "flink: ...", 594, 27.7, "0123abc"]
     data = study_estimate.result([row], [run_dir])
     assert (data["bench"], data["commit"]) == ("bench/study_estimate.py", "0123abc")
     (table,) = data["tables"]
@@ -143,6 +143,17 @@ def test_append_refuses_a_start_the_bench_did_not_finish(tmp_path, named_by_file
     with pytest.raises(SystemExit):
         study_estimate.to_measure([spec_file(tmp_path, "second")], "inv", results, True, parser)
     assert "did not finish" in capsys.readouterr().err
+
+
+def test_each_studys_runs_say_their_commit_and_a_dirty_tree(tmp_path):
+    for name, commit, dirty in (("a", "0123abcd" * 5, False), ("b", "0123abcd" * 5, True),
+                                ("c", "fedcba98" * 5, False)):  # fmt: skip
+        (tmp_path / name).mkdir()
+        record = {"kit_commit": commit, "kit_dirty": dirty}
+        (tmp_path / name / "run.json").write_text(json.dumps(record))
+    runs = [tmp_path / name for name in "abc"]
+    assert study_estimate.commits_text(runs) == "0123abc (dirty tree), fedcba9"
+    assert study_estimate.commits_text(runs[2:]) == "fedcba9"
 
 
 def spec_file(tmp_path: Path, name: str) -> Path:
