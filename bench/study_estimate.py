@@ -34,6 +34,7 @@ from fault_figures import commit_of, header_of  # noqa: E402
 from analysis.io import read_optional_json  # noqa: E402
 from analysis.study.kit import Kit, recorded_commit  # noqa: E402
 from analysis.study.plan import PlannedRun, produce_s  # noqa: E402
+from analysis.study.report import phase_medians  # noqa: E402
 
 BENCH = "bench/study_estimate.py"
 MEASURED = "estimate.json"
@@ -184,7 +185,17 @@ def error_percent(estimate_s: float, wall_s: float) -> float:
     return round(100 * (estimate_s - wall_s) / wall_s, 1)
 
 
-def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
+def where_of(inventory: str) -> str:
+    """The hosts an inventory names, in the words of the result's description."""
+    path = Path(inventory).resolve()
+    if path.is_relative_to(REPO / "inventory" / "local"):
+        return "the embedded default (every component on this one machine)"
+    if path.is_relative_to(REPO / "inventory" / "lab"):
+        return "the test hosts"
+    return f"the hosts of {inventory}"
+
+
+def result(rows: Sequence[list[Any]], run_dirs: list[Path], where: str) -> dict[str, Any]:
     notes = [
         "Studies ran in the order of the rows into one results directory that held no run "
         "before the first: a later study's dry run may take its overhead from the earlier "
@@ -198,34 +209,61 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path]) -> dict[str, Any]:
     ]
     if commit_of(run_dirs)[1]:
         notes.append("The kit's tree was dirty when measured: see each study's commit.")
-    return {
-        **header_of(BENCH, run_dirs),
-        "tables": [
+    header = header_of(BENCH, run_dirs)
+    if where != "the test hosts":
+        header["machine"] = header["machine"].replace("; the test hosts share them", "")
+    phase_columns, phase_rows = phase_medians(run_dirs)
+    faulted = sum(
+        1
+        for run_dir in run_dirs
+        if str(json.loads((run_dir / "run.json").read_text()).get("fault") or "none") != "none"
+    )
+    tables = [
+        {
+            "title": "The dry run's estimate against the study's measured wall time",
+            "description": (
+                "Each study dry-run (`streamlab-study --dry-run`), then run and timed, on "
+                f"{where}. Error: (estimate - measured) / measured."
+            ),
+            "columns": [
+                "study",
+                "runs",
+                "attempts",
+                "earlier runs",
+                "producing s",
+                "measured s",
+                "estimate s",
+                "error %",
+                "each engine's overhead taken from",
+                "fixed-model estimate s",
+                "fixed-model error %",
+                "runs' kit commit",
+            ],
+            "rows": list(rows),
+            "notes": notes,
+        },
+    ]
+    if phase_rows:
+        with_fault = (
+            f", {faulted} of them with a fault (fault_setup is theirs alone, and a fault's "
+            "replays can lengthen their drain)"
+            if faulted
+            else ", none with a fault"
+        )
+        tables.append(
             {
-                "title": "The dry run's estimate against the study's measured wall time",
+                "title": "Where the studies' runs spent their time: each phase's median",
                 "description": (
-                    "Each study dry-run (`streamlab-study --dry-run`), then run and timed, on "
-                    "the test hosts. Error: (estimate - measured) / measured."
+                    "Over every complete run of the studies above, per engine: each phase of "
+                    "run.json `phases` (the control node's clock), and around producing, a run's "
+                    "phases from first to last less its producer's own sending time."
                 ),
-                "columns": [
-                    "study",
-                    "runs",
-                    "attempts",
-                    "earlier runs",
-                    "producing s",
-                    "measured s",
-                    "estimate s",
-                    "error %",
-                    "each engine's overhead taken from",
-                    "fixed-model estimate s",
-                    "fixed-model error %",
-                    "runs' kit commit",
-                ],
-                "rows": list(rows),
-                "notes": notes,
+                "columns": phase_columns,
+                "rows": phase_rows,
+                "notes": [f"{len(run_dirs)} run{'s' if len(run_dirs) != 1 else ''}{with_fault}."],
             }
-        ],
-    }
+        )
+    return {**header, "tables": tables}
 
 
 def to_measure(
@@ -290,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         row, dirs = row_of(spec, args.inventory, results, kit)
         rows.append(row)
         run_dirs += dirs
-    data = result(rows, run_dirs)
+    data = result(rows, run_dirs, where_of(args.inventory))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     for row in rows:

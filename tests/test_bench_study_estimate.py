@@ -59,7 +59,7 @@ def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
         json.dumps({"kit_commit": "0123abcd" * 5, "kit_dirty": False, "hosts": {}})
     )
     row = ["studies/smoke.yml", 2, 2, 6, 284, 465, 492, 5.8, "flink: ...", 594, 27.7, "0123abc"]
-    data = study_estimate.result([row], [run_dir])
+    data = study_estimate.result([row], [run_dir], "the test hosts")
     assert (data["bench"], data["commit"]) == ("bench/study_estimate.py", "0123abc")
     (table,) = data["tables"]
     assert table["rows"] == [row] and len(table["columns"]) == len(row)
@@ -74,6 +74,40 @@ def recorded(run_id: str, parameters: dict) -> dict:
         "parameters": parameters,
         "repetition": 1,
     }
+
+
+def test_the_hosts_are_named_from_the_inventory_and_the_machine_follows(tmp_path):
+    repo = study_estimate.REPO
+    assert study_estimate.where_of(str(repo / "inventory/lab/hosts.yml")) == "the test hosts"
+    local = study_estimate.where_of(str(repo / "inventory/local"))
+    assert local.startswith("the embedded default")
+    assert study_estimate.where_of("/x/hosts.yml") == "the hosts of /x/hosts.yml"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"kit_commit": "0123abcd" * 5, "hosts": {}}))
+    data = study_estimate.result([], [run_dir], local)
+    assert "test hosts" not in data["machine"]
+    assert "the embedded default" in data["tables"][0]["description"]
+    assert len(data["tables"]) == 1  # no run recorded phases: no phase table
+
+
+def test_the_phase_table_is_the_reports_over_every_run(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    phases = [
+        {"name": "submit", "start_ms": 0, "end_ms": 10_000},
+        {"name": "producing", "start_ms": 10_000, "end_ms": 40_500},
+    ]
+    record = {"kit_commit": "0123abcd" * 5, "hosts": {}, "engine": "flink", "phases": phases}
+    (run_dir / "run.json").write_text(json.dumps(record))
+    produced = {"start_ms": 10_000, "end_ms": 40_000}
+    (run_dir / "produced.summary.json").write_text(json.dumps(produced))
+    data = study_estimate.result([], [run_dir], "the test hosts")
+    phases_table = data["tables"][1]
+    assert phases_table["columns"] == ["phase", "flink: median s (runs)"]
+    assert phases_table["rows"][0] == ["submit", "10.0 (1)"]
+    assert phases_table["rows"][-1] == ["around producing", "10.5 (1)"]
+    assert phases_table["notes"] == ["1 run, none with a fault."]
 
 
 def test_producing_is_counted_as_the_estimate_counts_it():
