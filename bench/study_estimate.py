@@ -135,21 +135,34 @@ def study_command(spec: Path, inventory: str, results: Path) -> list[str]:
 def measure(spec: Path, inventory: str, results: Path) -> None:
     """Dry-run the spec, run it, time it, and keep what was measured beside its study.json."""
     study, estimate_s, source = dry_run(spec, inventory, results)
+    fixed_s = fixed_model_s(spec, inventory)
     started = time.monotonic()
     done = subprocess.run(study_command(spec, inventory, results), cwd=REPO, check=False)
     wall_s = round(time.monotonic() - started, 1)
     if done.returncode != 0:
         raise SystemExit(f"{spec}: the study failed (exit {done.returncode}); not recorded")
-    measured = {"estimate_s": estimate_s, "source": source, "wall_s": wall_s}
+    measured = {"estimate_s": estimate_s, "source": source, "fixed_s": fixed_s, "wall_s": wall_s}
     (results / study / MEASURED).write_text(json.dumps(measured, indent=2) + "\n")
 
 
-def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
-    """A table row from what a start measured (its estimate.json) and its study.json, with the
-    fixed-model estimate of a dry run against an empty results directory."""
+def fixed_model_s(spec: Path, inventory: str) -> int:
+    """The kit's fixed-model estimate of the spec: its dry run against an empty directory."""
     with tempfile.TemporaryDirectory() as empty:
-        study, fixed_s, _ = dry_run(spec, inventory, Path(empty))
-    measured = json.loads((results / study / MEASURED).read_text())
+        return dry_run(spec, inventory, Path(empty))[1]
+
+
+def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
+    """A table row from what a start measured (its estimate.json) and its study.json. Both
+    estimates are the kit's as it was when the study was measured: a start that kept no
+    fixed-model estimate gets one now, kept beside the rest, so a later kit's does not
+    replace it."""
+    study = dry_run(spec, inventory, results)[0]
+    kept = results / study / MEASURED
+    measured = json.loads(kept.read_text())
+    if "fixed_s" not in measured:
+        measured["fixed_s"] = fixed_model_s(spec, inventory)
+        kept.write_text(json.dumps(measured, indent=2) + "\n")
+    fixed_s = measured["fixed_s"]
     record = json.loads((results / study / "study.json").read_text())
     complete = [run["run_id"] for run in record["runs"] if run.get("status") == "complete"]
     wall_s = round(measured["wall_s"])

@@ -190,6 +190,26 @@ def test_each_studys_runs_say_their_commit_and_a_dirty_tree(tmp_path):
     assert study_estimate.commits_text(runs[2:]) == "fedcba9"
 
 
+def test_a_rows_fixed_model_is_the_one_kept_with_its_measurement(tmp_path, monkeypatch):
+    """A start that kept no fixed-model estimate gets one once; after that, a later kit's dry
+    run (another fixed model) does not change the row."""
+    results = tmp_path / "results"
+    (results / "first").mkdir(parents=True)
+    record = {"runs": [], "capacity": {}}
+    (results / "first" / "study.json").write_text(json.dumps(record))
+    kept = results / "first" / study_estimate.MEASURED
+    kept.write_text(json.dumps({"estimate_s": 500, "source": "s", "wall_s": 400.0}))
+    spec = spec_file(tmp_path, "first")
+    kit = SimpleNamespace(defaults={})
+    for fixed_now in (600, 900):
+        monkeypatch.setattr(
+            study_estimate, "dry_run", lambda spec, inv, res, f=fixed_now: (spec.stem, f, "")
+        )
+        row, _ = study_estimate.row_of(spec, "inv", results, kit)
+        assert (row[9], row[10]) == (600, 50.0)
+    assert json.loads(kept.read_text())["fixed_s"] == 600
+
+
 def spec_file(tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.yml"
     path.write_text("engines: [flink]\n")
