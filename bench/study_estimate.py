@@ -29,10 +29,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from fault_figures import commit_of, header_of  # noqa: E402
+from fault_figures import header_of  # noqa: E402
 
 from analysis.io import read_optional_json  # noqa: E402
-from analysis.study.kit import Kit, recorded_commit  # noqa: E402
+from analysis.study.kit import Kit, recorded_commit, run_commits  # noqa: E402
 from analysis.study.plan import PlannedRun, produce_s  # noqa: E402
 from analysis.study.report import phase_medians  # noqa: E402
 
@@ -42,6 +42,8 @@ MEASURED = "estimate.json"
 # What analysis.study's dry run prints: its first line names the study, its last gives the
 # estimate (durations as analysis.study.progress.duration_text writes them).
 STUDY = re.compile(r"^study (\S+) \(", re.M)
+# analysis.study.report's Time section: the analysis after the last run, in seconds.
+ANALYSIS = re.compile(r"analysed in one local Spark application \(\d+ summarised\), in (\d+) s ")
 ESTIMATED = re.compile(r"^to run: \d+ of \d+, estimated (.+?) with the analysis", re.M)
 SOURCES = re.compile(r"^overhead taken from (.+)$", re.M)
 DURATION = re.compile(r"^(?:(?P<h>\d+)h (?P<hm>\d+)m|(?P<m>\d+)m (?P<ms>\d+)s|(?P<s>\d+)s)$")
@@ -152,16 +154,15 @@ def fixed_model_s(spec: Path, inventory: str) -> int:
 
 
 def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
-    """A table row from what a start measured (its estimate.json) and its study.json. Both
-    estimates are the kit's as it was when the study was measured: a start that kept no
-    fixed-model estimate gets one now, kept beside the rest, so a later kit's does not
-    replace it."""
+    """A table row from what a start measured (its estimate.json) and its study.json: both
+    estimates are the kit's as it was when the study was measured, never a later kit's."""
     study = dry_run(spec, inventory, results)[0]
-    kept = results / study / MEASURED
-    measured = json.loads(kept.read_text())
+    measured = json.loads((results / study / MEASURED).read_text())
     if "fixed_s" not in measured:
-        measured["fixed_s"] = fixed_model_s(spec, inventory)
-        kept.write_text(json.dumps(measured, indent=2) + "\n")
+        raise SystemExit(
+            f"{results / study / MEASURED} keeps no fixed-model estimate (fixed_s): a start "
+            "of an older bench; measure the study again"
+        )
     fixed_s = measured["fixed_s"]
     record = json.loads((results / study / "study.json").read_text())
     complete = [run["run_id"] for run in record["runs"] if run.get("status") == "complete"]
@@ -173,6 +174,7 @@ def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[An
         sum(len(run.get("attempts") or []) for run in record["runs"]),
         earlier_runs(results, record),
         nominal_producing_s(record, kit),
+        analysis_s(results / study),
         wall_s,
         measured["estimate_s"],
         error_percent(measured["estimate_s"], wall_s),
@@ -182,6 +184,24 @@ def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[An
         commits_text(run_dirs),
     ]
     return row, run_dirs
+
+
+def analysis_s(study_dir: Path) -> int | None:
+    """The analysis after the study's last run, as its report gives it; None where it says none."""
+    report = study_dir / "report.md"
+    found = ANALYSIS.search(report.read_text()) if report.is_file() else None
+    return int(found.group(1)) if found else None
+
+
+def first_start_ms(results: Path, run_dirs: list[Path]) -> int:
+    """When the study's first run started (run.json start_ms); the rows are in this order."""
+    starts = [
+        int(found["start_ms"])
+        for run_dir in run_dirs
+        if isinstance(found := read_optional_json(run_dir / "run.json"), dict)
+        and found.get("start_ms") is not None
+    ]
+    return min(starts, default=0)
 
 
 def commits_text(run_dirs: list[Path]) -> str:
@@ -200,7 +220,9 @@ def error_percent(estimate_s: float, wall_s: float) -> float:
 
 def where_of(inventory: str) -> str:
     """The hosts an inventory names, in the words of the result's description."""
-    path = Path(inventory).resolve()
+    given = Path(inventory)
+    # The studies run from the repository, so a relative inventory is the repository's.
+    path = (given if given.is_absolute() else REPO / given).resolve()
     if path.is_relative_to(REPO / "inventory" / "local"):
         return "the embedded default (every component on this one machine)"
     if path.is_relative_to(REPO / "inventory" / "lab"):
@@ -209,19 +231,28 @@ def where_of(inventory: str) -> str:
 
 
 def result(rows: Sequence[list[Any]], run_dirs: list[Path], where: str) -> dict[str, Any]:
+    first_alone = bool(rows) and rows[0][3] == 0
     notes = [
-        "Studies ran in the order of the rows into one results directory that held no run "
-        "before the first: a later study's dry run may take its overhead from the earlier "
-        "studies' runs (their run.json phases), as a user's next study would. Earlier runs: the "
-        "complete runs there that ended before the study's first run started.",
+        "Rows in the order the studies ran, into one results directory"
+        + (", which held no run before the first" if first_alone else "")
+        + ": a later study's dry run may take its overhead from the earlier studies' runs "
+        "(their run.json phases), as a user's next study would. Earlier runs: the complete "
+        "runs there, of any engine, that ended before the study's first run started (the "
+        "estimate uses an engine's when 2 or more of its runs recorded phases).",
         "Measured: the study process from its start to its exit, the analysis after the last "
         "run included, on this machine's monotonic clock. Each estimate includes the analysis "
         "too. Producing: ceil(count / rate) per run, as the estimate counts it.",
         "Fixed model: the same spec dry-run against an empty results directory (115 s of "
         "overhead per run, the kit's fallback when it has no run to measure).",
     ]
-    if commit_of(run_dirs)[1]:
-        notes.append("The kit's tree was dirty when measured: see each study's commit.")
+    commits, dirty = run_commits(run_dirs)
+    if len(commits) > 1:
+        notes.append(
+            "The runs ran at several kit commits (the last column); the header's is the "
+            "checkout's that built the table."
+        )
+    if dirty:
+        notes.append(f"{len(dirty)} run(s) ran with uncommitted changes: see the last column.")
     header = header_of(BENCH, run_dirs)
     if where != "the test hosts":
         header["machine"] = header["machine"].replace("; the test hosts share them", "")
@@ -244,6 +275,7 @@ def result(rows: Sequence[list[Any]], run_dirs: list[Path], where: str) -> dict[
                 "attempts",
                 "earlier runs",
                 "producing s",
+                "analysis s",
                 "measured s",
                 "estimate s",
                 "error %",
@@ -336,18 +368,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for spec in to_measure(specs, args.inventory, results, args.append, parser):
             measure(spec, args.inventory, results)
     kit = Kit.load()
-    rows, run_dirs = [], []
-    for spec in specs:
-        row, dirs = row_of(spec, args.inventory, results, kit)
-        rows.append(row)
-        run_dirs += dirs
+    built = sorted(
+        (row_of(spec, args.inventory, results, kit) for spec in specs),
+        key=lambda built: first_start_ms(results, built[1]),
+    )
+    rows = [row for row, _ in built]
+    run_dirs = [run_dir for _, dirs in built for run_dir in dirs]
     data = result(rows, run_dirs, where_of(args.inventory))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     for row in rows:
         print(
-            f"{row[0]}: measured {row[5]} s; estimate {row[6]} s ({row[7]:+} %), "
-            f"fixed model {row[9]} s ({row[10]:+} %)"
+            f"{row[0]}: measured {row[6]} s; estimate {row[7]} s ({row[8]:+} %), "
+            f"fixed model {row[10]} s ({row[11]:+} %)"
         )
     print(f"wrote {args.out}")
     return 0

@@ -40,9 +40,15 @@ SUITE_CPU = re.compile(
 )
 LAB_END = re.compile(
     r"^run_suite: the lab's tests ended after (?:(\d+) min )?(\d+) s \(exit (\d+)\); "
-    r"the machine's CPU time: (\d+)% busy",
+    r"the machine's CPU time: (?:(\d+)% busy|not measured)",
     re.M,
 )
+BESIDE_WEIGHT = re.compile(
+    r"^run_suite: beside the lab's tests, .* run "
+    r"(in the cgroup \S+ \((\d+) CPU shares\)|at nice 10)",
+    re.M,
+)
+SLOWEST_HEADING = re.compile(r"^=+ slowest \d+ durations =+$", re.M)
 BESIDE_END = "run_suite: the tests beside them have ended"
 REALTIME_START = "run_suite: last, alone, the realtime tests"
 SESSION = re.compile(r"^=+ (.+?) in ([\d.]+)s(?: \([\d:]+\))? =+$", re.M)
@@ -84,15 +90,24 @@ def parse(log: str) -> dict[str, Any]:
         raise ValueError(f"the suite did not pass: {suite.group(1)}")
     lab_part, _, after = rest.partition(BESIDE_END)
     beside_part, _, realtime_part = after.partition(REALTIME_START)
-    durations_part = lab_part.split("slowest", 1)[-1]
+    headings = list(SLOWEST_HEADING.finditer(lab_part))
+    durations_part = lab_part[headings[-1].end() :] if headings else ""
     cpu = SUITE_CPU.search(rest)
+    weight = BESIDE_WEIGHT.search(rest)
     return {
         **header,
         "make_test_s": minutes_s(made.group(1), made.group(2)),
         "suite_s": minutes_s(suite.group(2), suite.group(3)),
         "suite_busy_percent": int(cpu.group(1)) if cpu else None,
         "lab_wall_s": minutes_s(lab_end.group(1), lab_end.group(2)),
-        "lab_busy_percent": int(lab_end.group(4)),
+        "lab_busy_percent": int(lab_end.group(4)) if lab_end.group(4) else None,
+        "beside_weight": (
+            f"at {weight.group(2)} CPU shares"
+            if weight and weight.group(2)
+            else "at nice 10"
+            if weight
+            else "at a weight the log does not say"
+        ),
         "lab": session_of(lab_part, "the lab's tests"),
         "beside": session_of(beside_part, "the tests beside the lab"),
         "realtime": session_of(realtime_part, "the realtime tests"),
@@ -104,15 +119,21 @@ def parse(log: str) -> dict[str, Any]:
     }
 
 
+def percent(value: int | None) -> str:
+    return f"{value} %" if value is not None else "(not measured)"
+
+
 def tests_text(session: dict[str, Any]) -> str:
     counts = session["counts"]
-    return ", ".join(f"{n:,} {what}" for what, n in counts.items() if what != "deselected")
+    tests = ("passed", "failed", "skipped", "xfailed", "xpassed", "error", "errors")
+    return ", ".join(f"{n:,} {what}" for what, n in counts.items() if what in tests)
 
 
 def result(measured: dict[str, Any]) -> dict[str, Any]:
     """The result file from one parsed log."""
     lab, beside, realtime = measured["lab"], measured["beside"], measured["realtime"]
     before_suite_s = measured["make_test_s"] - measured["suite_s"]
+    after_lab_s = measured["suite_s"] - measured["lab_wall_s"]
     rows = [
         ["make test", measured["make_test_s"], "", "budget 3,600 s; aim 2,700 s"],
         [
@@ -125,40 +146,43 @@ def result(measured: dict[str, Any]) -> dict[str, Any]:
             "the suite (tests/run_suite.py)",
             measured["suite_s"],
             "",
-            f"the machine's CPU {measured['suite_busy_percent']} % busy over it",
+            f"the machine's CPU {percent(measured['suite_busy_percent'])} busy over it",
         ],
         [
             "the lab's tests",
             measured["lab_wall_s"],
             tests_text(lab),
-            f"pytest's own count {lab['seconds']} s; the CPU {measured['lab_busy_percent']} % "
-            "busy over it",
+            f"pytest's own count {lab['seconds']} s; the CPU "
+            f"{percent(measured['lab_busy_percent'])} busy over it",
         ],
         [
             "beside them: the linters, then the tests without a test host",
             "",
             tests_text(beside),
-            f"pytest's own count {beside['seconds']} s, at 256 CPU shares while the lab's "
-            "tests run; not on the critical path while they end before the lab's",
+            f"pytest's own count {beside['seconds']} s, {measured['beside_weight']}, started "
+            "with the lab's tests",
         ],
         [
-            "last, alone: the realtime tests",
+            "after the lab's tests: the end of those beside them, then the realtime tests",
+            after_lab_s,
+            "",
+            f"the realtime tests alone: {realtime['seconds']} s by pytest's own count",
+        ],
+        [
+            "the realtime tests",
             realtime["seconds"],
             tests_text(realtime),
             "pytest's own count",
         ],
     ]
-    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    system = os_name()
     dirty = ["The checkout's tree was dirty when cloned: the clone ran HEAD."]
     return {
         "bench": BENCH,
         "date": measured["started_utc"][:10],
         "commit": measured["commit"][:7],
         "machine": (
-            f"{os.cpu_count()} cores, {memory_gib:.0f} GiB, {system} (the network namespace "
-            "hosts run it); the test hosts share the cores, and the tests beside the lab's "
-            "run on them at the same time"
+            f"{measured['machine']}; the test hosts share its cores, and the tests beside the "
+            "lab's run on them at the same time"
         ),
         "hosts": measured["hosts"] or ["the test hosts of make lab --fresh"],
         "tables": [
@@ -214,8 +238,10 @@ def run_ci(clone: Path, log_path: Path) -> int:
         ).stdout
     )
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     header = {
         "commit": commit,
+        "machine": f"{os.cpu_count()} cores, {memory_gib:.0f} GiB, {os_name()}",
         "dirty": dirty,
         "started_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "clone": str(clone),
@@ -231,6 +257,7 @@ def run_ci(clone: Path, log_path: Path) -> int:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            errors="replace",
         )
         assert ci.stdout is not None
         for line in ci.stdout:

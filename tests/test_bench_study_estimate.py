@@ -58,7 +58,7 @@ def test_the_result_file_has_a_cell_per_column_and_the_runs_commit(tmp_path):
     (run_dir / "run.json").write_text(
         json.dumps({"kit_commit": "0123abcd" * 5, "kit_dirty": False, "hosts": {}})
     )
-    row = ["studies/smoke.yml", 2, 2, 6, 284, 465, 492, 5.8, "flink: ...", 594, 27.7, "0123abc"]
+    row = ["studies/smoke.yml", 2, 2, 6, 284, 43, 465, 492, 5.8, "flink: ...", 594, 27.7, "0123abc"]
     data = study_estimate.result([row], [run_dir], "the test hosts")
     assert (data["bench"], data["commit"]) == ("bench/study_estimate.py", "0123abc")
     (table,) = data["tables"]
@@ -172,7 +172,7 @@ def test_append_runs_only_the_specs_without_a_measurement(tmp_path, named_by_fil
 
 def test_append_refuses_a_start_the_bench_did_not_finish(tmp_path, named_by_file, capsys):
     results = tmp_path / "results"
-    (results / "second").mkdir(parents=True)  # a study.json, no estimate.json
+    (results / "second").mkdir(parents=True)  # a start's directory, no estimate.json
     parser = argparse.ArgumentParser()
     with pytest.raises(SystemExit):
         study_estimate.to_measure([spec_file(tmp_path, "second")], "inv", results, True, parser)
@@ -190,24 +190,48 @@ def test_each_studys_runs_say_their_commit_and_a_dirty_tree(tmp_path):
     assert study_estimate.commits_text(runs[2:]) == "fedcba9"
 
 
-def test_a_rows_fixed_model_is_the_one_kept_with_its_measurement(tmp_path, monkeypatch):
-    """A start that kept no fixed-model estimate gets one once; after that, a later kit's dry
-    run (another fixed model) does not change the row."""
+def test_a_rows_estimates_are_those_kept_with_its_measurement(tmp_path, monkeypatch):
+    """The fixed model kept at the start, not a later kit's dry run; a start that kept none is
+    refused rather than given today's; the analysis's seconds from the study's report."""
     results = tmp_path / "results"
     (results / "first").mkdir(parents=True)
-    record = {"runs": [], "capacity": {}}
-    (results / "first" / "study.json").write_text(json.dumps(record))
+    (results / "first" / "study.json").write_text(json.dumps({"runs": [], "capacity": {}}))
+    (results / "first" / "report.md").write_text(
+        "After the last run, 2 run(s) without a summary.json were analysed in one local Spark "
+        "application (2 summarised), in 43 s of wall time besides."
+    )
     kept = results / "first" / study_estimate.MEASURED
-    kept.write_text(json.dumps({"estimate_s": 500, "source": "s", "wall_s": 400.0}))
+    measured = {"estimate_s": 500, "source": "s", "fixed_s": 600, "wall_s": 400.0}
+    kept.write_text(json.dumps(measured))
     spec = spec_file(tmp_path, "first")
     kit = SimpleNamespace(defaults={})
-    for fixed_now in (600, 900):
-        monkeypatch.setattr(
-            study_estimate, "dry_run", lambda spec, inv, res, f=fixed_now: (spec.stem, f, "")
-        )
-        row, _ = study_estimate.row_of(spec, "inv", results, kit)
-        assert (row[9], row[10]) == (600, 50.0)
-    assert json.loads(kept.read_text())["fixed_s"] == 600
+    monkeypatch.setattr(study_estimate, "dry_run", lambda spec, inv, res: (spec.stem, 900, ""))
+    row, _ = study_estimate.row_of(spec, "inv", results, kit)
+    assert (row[5], row[10], row[11]) == (43, 600, 50.0)
+    del measured["fixed_s"]
+    kept.write_text(json.dumps(measured))
+    with pytest.raises(SystemExit, match="no fixed-model estimate"):
+        study_estimate.row_of(spec, "inv", results, kit)
+
+
+def test_the_notes_say_when_runs_ran_at_several_commits_or_dirty(tmp_path):
+    runs = []
+    for name, commit, dirty in (("a", "0123abcd" * 5, True), ("b", "fedcba98" * 5, False)):
+        (tmp_path / name).mkdir()
+        record = {"kit_commit": commit, "kit_dirty": dirty, "hosts": {}}
+        (tmp_path / name / "run.json").write_text(json.dumps(record))
+        runs.append(tmp_path / name)
+    row = ["s.yml", 2, 2, 3, 60, None, 100, 110, 10.0, "x", 300, 200.0, "0123abc, fedcba9"]
+    notes = study_estimate.result([row], runs, "the test hosts")["tables"][0]["notes"]
+    assert not notes[0].startswith("Rows in the order the studies ran, into one results "
+                                   "directory, which held no run")  # fmt: skip
+    assert any("several kit commits" in note for note in notes)
+    assert any(note.startswith("1 run(s) ran with uncommitted changes") for note in notes)
+
+
+def test_a_relative_inventory_is_the_repositorys(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert study_estimate.where_of("inventory/lab/hosts.yml") == "the test hosts"
 
 
 def spec_file(tmp_path: Path, name: str) -> Path:

@@ -63,7 +63,8 @@ BENCHES: dict[str, str] = {
     "change, measured alternately on the same test hosts, and the floor no change to the kit's "
     "steps removes",
     "bench/study_estimate.py": "how well a study's dry run foresees its wall time: each study "
-    "dry-run, then run and timed, on the test hosts",
+    "dry-run, then run and timed, on the test hosts or the embedded default, with each phase's "
+    "median over its runs",
     "bench/suite_timing.py": "how long `make test` takes on a fresh clone as CI runs it, part by "
     "part (before the suite, the lab's tests, the tests beside them, the realtime tests), with "
     "the lab's slowest items",
