@@ -35,6 +35,7 @@ from analysis.io import read_optional_json  # noqa: E402
 from analysis.study.kit import Kit, recorded_commit, run_commits  # noqa: E402
 from analysis.study.plan import PlannedRun, produce_s  # noqa: E402
 from analysis.study.report import phase_medians  # noqa: E402
+from analysis.study.spec import load as load_spec  # noqa: E402
 
 BENCH = "bench/study_estimate.py"
 MEASURED = "estimate.json"
@@ -153,10 +154,10 @@ def fixed_model_s(spec: Path, inventory: str) -> int:
         return dry_run(spec, inventory, Path(empty))[1]
 
 
-def row_of(spec: Path, inventory: str, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
+def row_of(spec: Path, results: Path, kit: Kit) -> tuple[list[Any], list[Path]]:
     """A table row from what a start measured (its estimate.json) and its study.json: both
     estimates are the kit's as it was when the study was measured, never a later kit's."""
-    study = dry_run(spec, inventory, results)[0]
+    study = load_spec(spec, kit).name  # the bench runs no study at another --scale
     measured = json.loads((results / study / MEASURED).read_text())
     if "fixed_s" not in measured:
         raise SystemExit(
@@ -369,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             measure(spec, args.inventory, results)
     kit = Kit.load()
     built = sorted(
-        (row_of(spec, args.inventory, results, kit) for spec in specs),
+        (row_of(spec, results, kit) for spec in specs),
         key=lambda built: first_start_ms(results, built[1]),
     )
     rows = [row for row, _ in built]

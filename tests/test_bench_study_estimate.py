@@ -191,8 +191,8 @@ def test_each_studys_runs_say_their_commit_and_a_dirty_tree(tmp_path):
 
 
 def test_a_rows_estimates_are_those_kept_with_its_measurement(tmp_path, monkeypatch):
-    """The fixed model kept at the start, not a later kit's dry run; a start that kept none is
-    refused rather than given today's; the analysis's seconds from the study's report."""
+    """The fixed model kept at the start, never a later kit's; a start that kept none is refused
+    rather than given today's; the analysis's seconds from the study's report."""
     results = tmp_path / "results"
     (results / "first").mkdir(parents=True)
     (results / "first" / "study.json").write_text(json.dumps({"runs": [], "capacity": {}}))
@@ -206,12 +206,15 @@ def test_a_rows_estimates_are_those_kept_with_its_measurement(tmp_path, monkeypa
     spec = spec_file(tmp_path, "first")
     kit = SimpleNamespace(defaults={})
     monkeypatch.setattr(study_estimate, "dry_run", lambda spec, inv, res: (spec.stem, 900, ""))
-    row, _ = study_estimate.row_of(spec, "inv", results, kit)
+    monkeypatch.setattr(
+        study_estimate, "load_spec", lambda spec, kit: SimpleNamespace(name="first")
+    )
+    row, _ = study_estimate.row_of(spec, results, kit)
     assert (row[5], row[10], row[11]) == (43, 600, 50.0)
     del measured["fixed_s"]
     kept.write_text(json.dumps(measured))
     with pytest.raises(SystemExit, match="no fixed-model estimate"):
-        study_estimate.row_of(spec, "inv", results, kit)
+        study_estimate.row_of(spec, results, kit)
 
 
 def test_the_notes_say_when_runs_ran_at_several_commits_or_dirty(tmp_path):
