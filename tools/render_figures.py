@@ -109,7 +109,6 @@ DROPPED: tuple[tuple[str, str], ...] = (
         "strategies, the redeploy's task profile and where its CPU time went",
     ),
     ("`make demo` durations", "the demo's wall time from fresh clones and what each phase took"),
-    ("`make test` durations", "the CI runs' suite times, their slowest items and CPU shares"),
 )
 
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
